@@ -1,0 +1,92 @@
+# Makefile — builds libflashc (.so/.a), flashc-bench and the tests; CUDA parts when nvcc is found.
+#   make            library + CLI          make test      CPU test suite (no GPU needed)
+#   make run        build, then a demo     make test-gpu  GPU suite (needs a GPU)
+#   make install PREFIX=/usr/local         make clean
+#   FLASHC_CUDA=0   force a CPU-only build
+
+CC      ?= cc
+CFLAGS  ?= -O3 -march=native
+PREFIX  ?= /usr/local
+B       := build
+
+NVCC := $(shell command -v nvcc 2>/dev/null)
+ifeq ($(FLASHC_CUDA),0)
+NVCC :=
+endif
+
+WARN     := -Wall -Wextra -Wno-unused-parameter
+FC_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) $(CFLAGS) -fPIC -Iinclude -Isrc -pthread
+LDLIBS   := -lm -pthread
+
+LIB_C   := $(wildcard src/*.c src/cpu/*.c)
+LIB_OBJ := $(LIB_C:%.c=$(B)/%.o)
+
+ifneq ($(NVCC),)
+CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+NVCCFLAGS  ?= -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter
+CU_SRC     := $(wildcard src/cuda/*.cu)
+LIB_OBJ    += $(CU_SRC:%.cu=$(B)/%.o)
+LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+PC_PRIVATE := -L$(CUDA_HOME)/lib64 -lcudart -lm -pthread
+else
+LIB_OBJ    += $(B)/src/cuda_none.o
+PC_PRIVATE := -lm -pthread
+endif
+
+REF_OBJ    := $(B)/tests/ref64.o
+TEST_C     := $(filter-out tests/ref64.c tests/gpu_%.c,$(wildcard tests/*.c))
+TEST_BIN   := $(TEST_C:tests/%.c=$(B)/tests/%)
+GPUTEST_C  := $(wildcard tests/gpu_*.c)
+GPUTEST_BIN:= $(GPUTEST_C:tests/%.c=$(B)/tests/%)
+
+.PHONY: all run test test-gpu install clean
+all: $(B)/libflashc.so $(B)/libflashc.a $(B)/flashc-bench
+
+$(B)/%.o: %.c include/flashc.h src/internal.h $(wildcard src/cpu/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(FC_CFLAGS) -c $< -o $@
+
+$(B)/%.o: %.cu include/flashc.h src/internal.h $(wildcard src/cuda/*.cuh src/cuda/tile/*.cuh)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Iinclude -Isrc -c $< -o $@
+
+$(B)/src/cuda_none.o: src/cuda_none.c include/flashc.h src/internal.h
+	@mkdir -p $(dir $@)
+	$(CC) $(FC_CFLAGS) -c $< -o $@
+
+$(B)/libflashc.so: $(LIB_OBJ)
+	$(CC) -shared -o $@ $^ $(LDLIBS)
+
+$(B)/libflashc.a: $(LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/flashc-bench: $(B)/tools/flashc-bench.o $(REF_OBJ) $(B)/libflashc.a
+	$(CC) -o $@ $^ $(LDLIBS)
+
+$(B)/tests/%: $(B)/tests/%.o $(REF_OBJ) $(B)/libflashc.a
+	$(CC) -o $@ $^ $(LDLIBS)
+
+run: all
+	./$(B)/flashc-bench --demo
+
+$(B)/examples/%: examples/%.c $(B)/libflashc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(FC_CFLAGS) -o $@ $< $(B)/libflashc.a $(LDLIBS)
+
+test: all $(TEST_BIN) $(B)/examples/quickstart
+	./$(B)/examples/quickstart
+	@sh tests/run_tests.sh $(TEST_BIN)
+
+test-gpu: all $(GPUTEST_BIN)
+	@sh tests/run_tests.sh --gpu $(GPUTEST_BIN)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/flashc.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(B)/libflashc.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(B)/libflashc.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(B)/flashc-bench $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@PRIVATE@|$(PC_PRIVATE)|' flashc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/flashc.pc
+
+clean:
+	rm -rf $(B)

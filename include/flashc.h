@@ -1,0 +1,259 @@
+/* flashc.h — the whole public API of flashc: FlashAttention-class attention for LLM inference, in C. */
+#ifndef FLASHC_H
+#define FLASHC_H
+
+/*
+ * flashc computes softmax attention forward passes — prefill and decode — on NVIDIA Hopper GPUs and on
+ * the CPU, with one API and one set of semantics for both. This header is the manual.
+ *
+ * ------------------------------------------------------------------------------------------------
+ * Quick start (CPU, one batch of dense bf16 tensors):
+ *
+ *     fc_attn_args a;
+ *     fc_attn_args_init(&a);                       // defaults: CPU, no mask, scale 1/sqrt(d), ...
+ *     a.q   = fc_tensor_4d(q,   FC_BF16, b, s_q, h_q, d);
+ *     a.k   = fc_tensor_4d(k,   FC_BF16, b, s_k, h_k, d);
+ *     a.v   = fc_tensor_4d(v,   FC_BF16, b, s_k, h_k, d_v);
+ *     a.out = fc_tensor_4d(out, FC_BF16, b, s_q, h_q, d_v);
+ *     a.causal = 1;
+ *     size_t ws_bytes;  fc_attn_workspace_size(&a, &ws_bytes);   // 0 on the CPU
+ *     fc_status st = fc_attn_fwd(&a, ws, ws_bytes, NULL);
+ *     if (st != FC_OK) fprintf(stderr, "%s: %s\n", fc_status_string(st), fc_last_error());
+ *
+ * ------------------------------------------------------------------------------------------------
+ * Semantics (what every backend computes). For query row i (0-based within its sequence) and key j
+ * of the same sequence, with off = s_k - s_q (queries aligned to the bottom-right of the key range):
+ *
+ *   1. x = scale * dot(q_i, k_j)                         scale defaults to 1/sqrt(d)
+ *   2. softcap c > 0:  x = c * tanh(x / c)
+ *   3. ALiBi slope m:  x -= m * |i + off - j|
+ *   4. mask: causal keeps j <= i + off; a window (wl, wr) keeps i + off - wl <= j <= i + off + wr
+ *      (-1 = unbounded on that side; causal is the window (-1, 0), or (wl, 0) if wl is given)
+ *   5. lse_i = log( sum_j exp(x_j) + [sinks] exp(sink_h) ),  p_j = exp(x_j - lse_i),
+ *      out_i = sum_j p_j v_j
+ *
+ * A row with no visible key and no sink gets out = 0 and lse = -inf, never NaN. A sink adds mass to
+ * the denominator only (it is a key whose value vector is zero).
+ *
+ * GQA/MQA: h_q % h_k == 0, and query head h reads KV head h / (h_q / h_k).
+ *
+ * ------------------------------------------------------------------------------------------------
+ * Layouts. Every tensor is an fc_tensor: a pointer, a dtype, a shape and strides IN ELEMENTS (int64).
+ * The last dimension of q, k, v, out, k_new, v_new must be contiguous (stride 1); other strides are free
+ * (non-negative). Shapes follow the flash_attn package:
+ *
+ *   q      dense  (b, s_q, h_q, d)             varlen (total_q, h_q, d)  with cu_seqlens_q (b+1) int32
+ *   k      dense  (b, s_k, h_k, d)             varlen (total_k, h_k, d)  with cu_seqlens_k (b+1) int32
+ *          paged  (num_pages, page_size, h_k, d)                          with page_table (b, max_pages)
+ *   v      as k, with last dim d_v
+ *   out    as q, with last dim d_v; same dtype as q
+ *   lse    float32, dense (b, h_q, s_q), varlen (h_q, total_q); natural log; optional
+ *
+ * q and k/v choose their layouts independently (varlen queries over a paged cache is the usual serving
+ * case). cu_seqlens are prefix sums starting at 0. seqused_k (b) int32, optional for dense and varlen KV
+ * and required for paged KV, says how many keys of each sequence count (the first seqused_k[i]).
+ * Page p of the table of sequence i holds keys p*page_size .. (p+1)*page_size - 1; page_size is any
+ * value >= 1.
+ *
+ * Append (decode with new tokens): k_new (b, s_new, h_k, d) and v_new (b, s_new, h_k, d_v) are written
+ * into the cache (dense or paged k/v, with seqused_k) at positions seqused_k[i] .. seqused_k[i]+s_new-1,
+ * and attention then runs over seqused_k[i] + s_new keys. flashc does not update seqused_k; the caller
+ * adds s_new when it is done. With rotary_cos/rotary_sin (max_pos, rotary_dim/2), the first rotary_dim
+ * features of k_new are rotated at their absolute positions before they are written, and those of q at
+ * theirs: row r of q sits at position s_k - s_q + r (bottom-right alignment). Interleaved rotary rotates
+ * the pairs (2m, 2m+1); half-split (GPT-NeoX) rotates the pairs (m, m + rotary_dim/2).
+ * Note: flash_attn rotates every query to position seqused_k when neither causal nor a window is set;
+ * flashc always uses the absolute positions above.
+ *
+ * Split-KV: the key range of a row may be cut into num_splits parts computed independently (fp32 partial
+ * out and lse each) and merged. num_splits = 0 lets the library choose, 1 disables splitting; any value
+ * gives the same result up to float rounding. fc_merge_states exposes the merge step on its own (what
+ * context parallelism needs).
+ *
+ * Dtypes: q, k, v, out, k_new, v_new share one dtype: FC_BF16 or FC_FP16 on every backend, FC_FP32 on
+ * the CPU only. Head dims d and d_v: each one of {64, 96, 128, 192, 256}. Accumulation is fp32.
+ *
+ * ------------------------------------------------------------------------------------------------
+ * Devices, streams, workspaces. FC_DEVICE_CPU computes on the calling thread plus worker threads
+ * (fc_set_num_threads, or the FLASHC_NUM_THREADS environment variable; default: all online cores).
+ * FC_DEVICE_CUDA takes device pointers (except cu_seqlens etc.: device pointers too) and a cudaStream_t
+ * passed as void*; the run step never allocates and never synchronises, so it can be captured in a CUDA
+ * graph. Scratch it needs (split partials) comes from a caller-provided workspace of at least
+ * fc_attn_workspace_size bytes, 256-byte aligned. The CPU backend needs no workspace (size 0).
+ * Checks that must read tensor contents (cu_seqlens monotonic, seqused_k and page indices in range,
+ * rotary table long enough) are made on the CPU path only; on the GPU, bad contents are undefined
+ * behaviour, as in flash_attn.
+ *
+ * Errors: every entry point returns a status. On any status other than FC_OK nothing has been written
+ * (no output, no lse, no cache). fc_last_error() then names the argument and why, e.g.
+ * "k: shape[2] = 3 (h_k) must divide h_q = 8". Messages are per thread.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FLASHC_VERSION_MAJOR 0
+#define FLASHC_VERSION_MINOR 1
+#define FLASHC_VERSION_PATCH 0
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Status                                                                                          */
+
+typedef enum fc_status {
+    FC_OK = 0,
+    FC_ERR_INVALID_ARGUMENT = 1, /* a bad pointer, shape, stride, dtype, value; fc_last_error names it */
+    FC_ERR_UNSUPPORTED = 2,      /* valid request this build or backend cannot run (e.g. fp32 on CUDA) */
+    FC_ERR_CUDA = 3,             /* a CUDA runtime call failed; fc_last_error has cudaGetErrorString */
+    FC_ERR_OUT_OF_MEMORY = 4,    /* host allocation failed (CPU backend scratch) */
+    FC_ERR_NO_DEVICE = 5,        /* FC_DEVICE_CUDA asked for, but no CUDA backend or no GPU */
+    FC_ERR_INTERNAL = 6,         /* a bug in flashc: please report */
+} fc_status;
+
+/* A fixed string naming the status ("invalid argument", ...). Never NULL. */
+const char *fc_status_string(fc_status status);
+
+/* The message of the last failed call on this thread ("" after success). Never NULL. */
+const char *fc_last_error(void);
+
+/* "0.1.0" */
+const char *fc_version(void);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Tensors                                                                                         */
+
+typedef enum fc_dtype {
+    FC_BF16 = 0,
+    FC_FP16 = 1,
+    FC_FP32 = 2,
+    FC_INT32 = 3,
+} fc_dtype;
+
+typedef enum fc_device {
+    FC_DEVICE_CPU = 0,
+    FC_DEVICE_CUDA = 1,
+} fc_device;
+
+#define FC_MAX_DIMS 4
+
+/* A strided view. data == NULL means "absent" for optional arguments. Strides are in elements. */
+typedef struct fc_tensor {
+    void *data;
+    fc_dtype dtype;
+    int ndim;                     /* 1 .. 4 */
+    int64_t shape[FC_MAX_DIMS];
+    int64_t stride[FC_MAX_DIMS];
+} fc_tensor;
+
+/* Bytes of one element of dtype (2, 2, 4, 4); 0 for an unknown dtype. */
+size_t fc_dtype_size(fc_dtype dtype);
+
+/* Contiguous (row-major) views. */
+static inline fc_tensor fc_tensor_1d(void *data, fc_dtype dt, int64_t n0) {
+    fc_tensor t = {data, dt, 1, {n0, 0, 0, 0}, {1, 0, 0, 0}};
+    return t;
+}
+static inline fc_tensor fc_tensor_2d(void *data, fc_dtype dt, int64_t n0, int64_t n1) {
+    fc_tensor t = {data, dt, 2, {n0, n1, 0, 0}, {n1, 1, 0, 0}};
+    return t;
+}
+static inline fc_tensor fc_tensor_3d(void *data, fc_dtype dt, int64_t n0, int64_t n1, int64_t n2) {
+    fc_tensor t = {data, dt, 3, {n0, n1, n2, 0}, {n1 * n2, n2, 1, 0}};
+    return t;
+}
+static inline fc_tensor fc_tensor_4d(void *data, fc_dtype dt, int64_t n0, int64_t n1, int64_t n2,
+                                     int64_t n3) {
+    fc_tensor t = {data, dt, 4, {n0, n1, n2, n3}, {n1 * n2 * n3, n2 * n3, n3, 1}};
+    return t;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Attention forward                                                                               */
+
+typedef struct fc_attn_args {
+    fc_device device;         /* where every tensor lives and the work runs */
+
+    /* Required. */
+    fc_tensor q;              /* (b, s_q, h_q, d) or varlen (total_q, h_q, d) */
+    fc_tensor k;              /* (b, s_k, h_k, d), varlen (total_k, h_k, d) or paged (pages, page_size, h_k, d) */
+    fc_tensor v;              /* like k with last dim d_v */
+    fc_tensor out;            /* like q with last dim d_v, q's dtype; written */
+
+    /* Optional outputs. */
+    fc_tensor lse;            /* float32 (b, h_q, s_q), varlen (h_q, total_q); written */
+
+    /* Variable-length batches (flash_attn_varlen_func). */
+    fc_tensor cu_seqlens_q;   /* int32 (b+1): q is varlen when given */
+    fc_tensor cu_seqlens_k;   /* int32 (b+1): k/v are varlen when given */
+    int max_seqlen_q;         /* varlen: upper bound of the query lengths (0: computed, CPU only) */
+    int max_seqlen_k;         /* varlen: upper bound of the key lengths (0: computed, CPU only) */
+    fc_tensor seqused_k;      /* int32 (b): keys used per sequence; required with page_table or k_new */
+
+    /* Paged KV cache. */
+    fc_tensor page_table;     /* int32 (b, max_pages): k/v are paged when given */
+
+    /* Append new tokens to the cache before attending (flash_attn_with_kvcache's k and v). */
+    fc_tensor k_new;          /* (b, s_new, h_k, d) */
+    fc_tensor v_new;          /* (b, s_new, h_k, d_v) */
+    fc_tensor rotary_cos;     /* (max_pos, rotary_dim/2), float32 or q's dtype; needs k_new */
+    fc_tensor rotary_sin;     /* same shape and dtype as rotary_cos */
+    int rotary_interleaved;   /* 1: pairs (2m, 2m+1); 0: pairs (m, m + rotary_dim/2) */
+
+    /* Scores. */
+    float softmax_scale;      /* 0: 1/sqrt(d) */
+    float softcap;            /* 0: off; else x = softcap * tanh(x / softcap) */
+    int causal;               /* 1: keep j <= i + off (sets window_right to 0) */
+    int window_left;          /* -1: unbounded */
+    int window_right;         /* -1: unbounded */
+    fc_tensor alibi_slopes;   /* float32 (h_q) or (b, h_q); optional */
+    fc_tensor sinks;          /* float32 (h_q): learnable sink logits; optional */
+
+    /* Work decomposition. */
+    int num_splits;           /* 0: chosen by flashc; 1: no split; n: up to n splits of the key range */
+} fc_attn_args;
+
+/* Fills *args with the defaults: CPU, all tensors absent, scale 0 (1/sqrt(d)), no softcap, no mask
+ * (window -1, -1), num_splits 0, rotary_interleaved 0. */
+void fc_attn_args_init(fc_attn_args *args);
+
+/* Bytes of workspace fc_attn_fwd needs for these arguments (validated as by fc_attn_fwd, without
+ * reading tensor contents). 0 on the CPU. */
+fc_status fc_attn_workspace_size(const fc_attn_args *args, size_t *bytes);
+
+/* Runs attention (and the append, if k_new is given). workspace may be NULL when the size is 0.
+ * stream: a cudaStream_t for FC_DEVICE_CUDA (NULL = default stream); ignored on the CPU. */
+fc_status fc_attn_fwd(const fc_attn_args *args, void *workspace, size_t workspace_bytes, void *stream);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Merging partial attention states                                                                */
+
+/* n partial results over disjoint key sets, each (out_s, lse_s), merge into
+ *   lse = log(sum_s exp(lse_s)),  out = sum_s exp(lse_s - lse) * out_s.
+ * A partial with lse_s = -inf contributes nothing; if all are -inf, out = 0 and lse = -inf. */
+typedef struct fc_merge_args {
+    fc_device device;
+    fc_tensor out_partial;    /* (n, rows, h, d_v): float32, bf16 or fp16 */
+    fc_tensor lse_partial;    /* float32 (n, rows, h) */
+    fc_tensor out;            /* (rows, h, d_v): float32, bf16 or fp16 (float32 not on CUDA); written */
+    fc_tensor lse;            /* float32 (rows, h); optional; written */
+} fc_merge_args;
+
+fc_status fc_merge_states(const fc_merge_args *args, void *stream);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Backends                                                                                        */
+
+/* 1 if this build has CUDA kernels and a CUDA device is visible, else 0. */
+int fc_cuda_available(void);
+
+/* Worker threads of the CPU backend (n >= 1); 0 restores the default. */
+fc_status fc_set_num_threads(int n);
+int fc_get_num_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLASHC_H */

@@ -1,0 +1,556 @@
+/* api.c — the public entry points: argument validation, normalization into fc_problem, dispatch. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Status, messages, version                                                                       */
+
+static _Thread_local char last_error[512];
+
+fc_status fc_fail(fc_status status, const char *arg, const char *fmt, ...) {
+    int n = snprintf(last_error, sizeof last_error, "%s: ", arg);
+    if (n < 0 || n >= (int)sizeof last_error) n = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error + n, sizeof last_error - (size_t)n, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void fc_clear_error(void) { last_error[0] = '\0'; }
+
+const char *fc_last_error(void) { return last_error; }
+
+const char *fc_status_string(fc_status status) {
+    switch (status) {
+    case FC_OK: return "ok";
+    case FC_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case FC_ERR_UNSUPPORTED: return "unsupported";
+    case FC_ERR_CUDA: return "CUDA error";
+    case FC_ERR_OUT_OF_MEMORY: return "out of memory";
+    case FC_ERR_NO_DEVICE: return "no CUDA device";
+    case FC_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown status";
+}
+
+const char *fc_version(void) { return "0.1.0"; }
+
+size_t fc_dtype_size(fc_dtype dtype) {
+    switch (dtype) {
+    case FC_BF16: case FC_FP16: return 2;
+    case FC_FP32: case FC_INT32: return 4;
+    }
+    return 0;
+}
+
+static const char *dtype_name(fc_dtype dt) {
+    switch (dt) {
+    case FC_BF16: return "bf16";
+    case FC_FP16: return "fp16";
+    case FC_FP32: return "fp32";
+    case FC_INT32: return "int32";
+    }
+    return "unknown dtype";
+}
+
+int fc_cuda_available(void) { return fc_cuda_built() && fc_cuda_device_count() > 0; }
+
+void fc_attn_args_init(fc_attn_args *a) {
+    if (!a) return;
+    memset(a, 0, sizeof *a);
+    a->device = FC_DEVICE_CPU;
+    a->window_left = -1;
+    a->window_right = -1;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Tensor checks. Each returns FC_OK or fails naming the tensor.                                   */
+
+#define TRY(x) do { fc_status st_ = (x); if (st_ != FC_OK) return st_; } while (0)
+
+static int is_present(const fc_tensor *t) { return t->data != NULL; }
+
+static int head_dim_supported(int64_t d) { return d == 64 || d == 96 || d == 128 || d == 192 || d == 256; }
+
+/* Largest element offset t can reach, checked against int64 overflow (in bytes too). */
+static fc_status check_extent(const fc_tensor *t, const char *name) {
+    int64_t max_off = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 0) return FC_OK; /* empty: touches nothing */
+        int64_t term;
+        if (__builtin_mul_overflow(t->shape[i] - 1, t->stride[i], &term) ||
+            __builtin_add_overflow(max_off, term, &max_off))
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "shape x stride overflows int64 offsets");
+    }
+    int64_t bytes;
+    if (__builtin_mul_overflow(max_off + 1, (int64_t)fc_dtype_size(t->dtype), &bytes) ||
+        (int64_t)(uintptr_t)t->data > INT64_MAX - bytes)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "byte extent overflows the address space");
+    return FC_OK;
+}
+
+/* Present, of dtype, ndim, non-negative shapes and strides, aligned, no int64 overflow.
+ * contiguous_last: the last dim must have stride 1. align: required byte alignment of data. */
+static fc_status check_tensor(const fc_tensor *t, const char *name, int ndim, fc_dtype dtype,
+                              int contiguous_last, size_t align) {
+    if (!t->data) return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "is required but NULL");
+    if (t->ndim != ndim) return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "must have %d dims, has %d", ndim, t->ndim);
+    if (t->dtype != dtype)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "dtype %s, expected %s", dtype_name(t->dtype), dtype_name(dtype));
+    for (int i = 0; i < ndim; i++) {
+        if (t->shape[i] < 0 || t->shape[i] > INT32_MAX)
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "shape[%d] = %lld out of range [0, 2^31)", i,
+                           (long long)t->shape[i]);
+        if (t->stride[i] < 0)
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "stride[%d] = %lld is negative", i, (long long)t->stride[i]);
+    }
+    if (contiguous_last && t->stride[ndim - 1] != 1 && t->shape[ndim - 1] > 1)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "last dim must be contiguous (stride 1), stride is %lld",
+                       (long long)t->stride[ndim - 1]);
+    if ((uintptr_t)t->data % align != 0)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "data pointer %p is not %zu-byte aligned", t->data, align);
+    return check_extent(t, name);
+}
+
+static fc_status expect_dim(const fc_tensor *t, const char *name, int i, int64_t want, const char *what) {
+    if (t->shape[i] != want)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "shape[%d] = %lld, expected %lld (%s)", i,
+                       (long long)t->shape[i], (long long)want, what);
+    return FC_OK;
+}
+
+/* An int32 index vector or matrix (cu_seqlens, seqused_k, page_table): the last dim contiguous. */
+static fc_status check_index(const fc_tensor *t, const char *name, int ndim) {
+    return check_tensor(t, name, ndim, FC_INT32, 1, 4);
+}
+
+/* Alignment the device needs of q/k/v-like data: the element size on the CPU, 16 bytes on CUDA. */
+static size_t data_align(fc_device dev, fc_dtype dt) { return dev == FC_DEVICE_CUDA ? 16 : fc_dtype_size(dt); }
+
+static fc_status check_cuda_strides(const fc_tensor *t, const char *name) {
+    int64_t per16 = 16 / (int64_t)fc_dtype_size(t->dtype);
+    for (int i = 0; i < t->ndim - 1; i++)
+        if (t->stride[i] % per16 != 0)
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "stride[%d] = %lld must be a multiple of %lld on CUDA (16 bytes)",
+                           i, (long long)t->stride[i], (long long)per16);
+    return FC_OK;
+}
+
+/* A q/k/v/out-like tensor: dtype of the problem, last dim contiguous, device alignment. */
+static fc_status check_data(const fc_tensor *t, const char *name, int ndim, fc_dtype dt, fc_device dev) {
+    TRY(check_tensor(t, name, ndim, dt, 1, data_align(dev, dt)));
+    return dev == FC_DEVICE_CUDA ? check_cuda_strides(t, name) : FC_OK;
+}
+
+static fc_view view_of(const fc_tensor *t) {
+    fc_view v = {t->data, 0, 0, 0};
+    if (t->ndim == 4) { v.sb = t->stride[0]; v.sr = t->stride[1]; v.sh = t->stride[2]; }
+    else if (t->ndim == 3) { v.sr = t->stride[0]; v.sh = t->stride[1]; }
+    return v;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Attention: shapes and scalars (no tensor contents read)                                         */
+
+static fc_status check_device(fc_device dev) {
+    if (dev != FC_DEVICE_CPU && dev != FC_DEVICE_CUDA)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "device", "%d is neither FC_DEVICE_CPU nor FC_DEVICE_CUDA", (int)dev);
+    return FC_OK;
+}
+
+/* After validation: a CUDA request needs a CUDA build and a visible GPU. */
+static fc_status check_cuda_present(fc_device dev) {
+    if (dev != FC_DEVICE_CUDA) return FC_OK;
+    if (!fc_cuda_built())
+        return fc_fail(FC_ERR_NO_DEVICE, "device", "this flashc was built without CUDA (nvcc not found at build time)");
+    if (fc_cuda_device_count() == 0) return fc_fail(FC_ERR_NO_DEVICE, "device", "no CUDA device is visible");
+    return FC_OK;
+}
+
+/* q and out: dense (b, s_q, h_q, d) or varlen (total_q, h_q, d) with cu_seqlens_q (b+1). */
+static fc_status shape_queries(const fc_attn_args *a, fc_problem *p) {
+    const fc_tensor *q = &a->q;
+    if (!is_present(q)) return fc_fail(FC_ERR_INVALID_ARGUMENT, "q", "is required but NULL");
+    if (q->dtype != FC_BF16 && q->dtype != FC_FP16 && q->dtype != FC_FP32)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "q", "dtype %s, expected bf16, fp16 or fp32", dtype_name(q->dtype));
+    if (q->dtype == FC_FP32 && a->device == FC_DEVICE_CUDA)
+        return fc_fail(FC_ERR_UNSUPPORTED, "q", "fp32 runs on the CPU only; use bf16 or fp16 on CUDA");
+    p->dtype = q->dtype;
+    int varlen = is_present(&a->cu_seqlens_q);
+    TRY(check_data(q, "q", varlen ? 3 : 4, p->dtype, a->device));
+    int hd = varlen ? 1 : 2; /* index of the head dim */
+    p->h_q = (int)q->shape[hd];
+    p->d = (int)q->shape[hd + 1];
+    if (p->h_q < 1) return fc_fail(FC_ERR_INVALID_ARGUMENT, "q", "has no heads (shape[%d] = 0)", hd);
+    if (!head_dim_supported(p->d))
+        return fc_fail(FC_ERR_UNSUPPORTED, "q", "head dim %d not supported (64, 96, 128, 192, 256)", p->d);
+    if (varlen) {
+        TRY(check_index(&a->cu_seqlens_q, "cu_seqlens_q", 1));
+        if (a->cu_seqlens_q.shape[0] < 1)
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, "cu_seqlens_q", "needs b+1 >= 1 entries, has 0");
+        if (a->max_seqlen_q < 0)
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, "max_seqlen_q", "= %d is negative", a->max_seqlen_q);
+        if (a->device == FC_DEVICE_CUDA && a->max_seqlen_q == 0 && q->shape[0] > 0)
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, "max_seqlen_q", "is required with varlen q on CUDA");
+        p->batch = (int)a->cu_seqlens_q.shape[0] - 1;
+        p->total_q = q->shape[0];
+        p->s_q = a->max_seqlen_q; /* CPU: refined from the contents */
+        p->cu_seqlens_q = (const int32_t *)a->cu_seqlens_q.data;
+    } else {
+        p->batch = (int)q->shape[0];
+        p->s_q = (int)q->shape[1];
+        p->total_q = (int64_t)p->batch * p->s_q;
+    }
+    p->q = view_of(q);
+    return FC_OK;
+}
+
+static fc_status shape_output(const fc_attn_args *a, fc_problem *p) {
+    const fc_tensor *o = &a->out, *q = &a->q;
+    TRY(check_data(o, "out", q->ndim, p->dtype, a->device));
+    for (int i = 0; i < q->ndim - 1; i++) TRY(expect_dim(o, "out", i, q->shape[i], "as q"));
+    p->d_v = (int)o->shape[q->ndim - 1];
+    p->out = view_of(o);
+    if (!is_present(&a->lse)) return FC_OK;
+    const fc_tensor *l = &a->lse;
+    if (p->cu_seqlens_q) {
+        TRY(check_tensor(l, "lse", 2, FC_FP32, 0, 4));
+        TRY(expect_dim(l, "lse", 0, p->h_q, "h_q"));
+        TRY(expect_dim(l, "lse", 1, p->total_q, "total_q"));
+        p->lse_sb = 0; p->lse_sh = l->stride[0]; p->lse_sr = l->stride[1];
+    } else {
+        TRY(check_tensor(l, "lse", 3, FC_FP32, 0, 4));
+        TRY(expect_dim(l, "lse", 0, p->batch, "b"));
+        TRY(expect_dim(l, "lse", 1, p->h_q, "h_q"));
+        TRY(expect_dim(l, "lse", 2, p->s_q, "s_q"));
+        p->lse_sb = l->stride[0]; p->lse_sh = l->stride[1]; p->lse_sr = l->stride[2];
+    }
+    p->lse = (float *)l->data;
+    return FC_OK;
+}
+
+/* k and v: dense, varlen or paged; batch, heads and head dims consistent with q and out. */
+static fc_status shape_keys(const fc_attn_args *a, fc_problem *p) {
+    const fc_tensor *k = &a->k, *v = &a->v;
+    int paged = is_present(&a->page_table), varlen = is_present(&a->cu_seqlens_k);
+    if (paged && varlen)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "cu_seqlens_k", "cannot be combined with page_table; give seqused_k");
+    p->kv_layout = paged ? FC_KV_PAGED : varlen ? FC_KV_VARLEN : FC_KV_DENSE;
+    int nd = varlen ? 3 : 4;
+    TRY(check_data(k, "k", nd, p->dtype, a->device));
+    TRY(check_data(v, "v", nd, p->dtype, a->device));
+    for (int i = 0; i < nd - 1; i++) TRY(expect_dim(v, "v", i, k->shape[i], "as k"));
+    TRY(expect_dim(k, "k", nd - 1, p->d, "d, as q"));
+    TRY(expect_dim(v, "v", nd - 1, p->d_v, "d_v, as out"));
+    if (!head_dim_supported(p->d_v))
+        return fc_fail(FC_ERR_UNSUPPORTED, "v", "head dim %d not supported (64, 96, 128, 192, 256)", p->d_v);
+    p->h_k = (int)k->shape[nd - 2];
+    if (p->h_k < 1 || p->h_q % p->h_k != 0)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "k", "shape[%d] = %d (h_k) must divide h_q = %d", nd - 2, p->h_k, p->h_q);
+    p->k = view_of(k);
+    p->v = view_of(v);
+    if (paged) {
+        TRY(check_index(&a->page_table, "page_table", 2));
+        TRY(expect_dim(&a->page_table, "page_table", 0, p->batch, "b"));
+        p->num_pages = (int)k->shape[0];
+        p->page_size = (int)k->shape[1];
+        if (p->page_size < 1) return fc_fail(FC_ERR_INVALID_ARGUMENT, "k", "page_size (shape[1]) must be >= 1");
+        p->max_pages = (int)a->page_table.shape[1];
+        p->page_table = (const int32_t *)a->page_table.data;
+        p->page_table_sb = a->page_table.stride[0];
+        if (!is_present(&a->seqused_k))
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, "seqused_k", "is required with page_table");
+        int64_t cap = (int64_t)p->max_pages * p->page_size;
+        p->s_k = cap > INT32_MAX ? INT32_MAX : (int)cap;
+    } else if (varlen) {
+        TRY(check_index(&a->cu_seqlens_k, "cu_seqlens_k", 1));
+        TRY(expect_dim(&a->cu_seqlens_k, "cu_seqlens_k", 0, (int64_t)p->batch + 1, "b+1, as cu_seqlens_q or q"));
+        if (a->max_seqlen_k < 0)
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, "max_seqlen_k", "= %d is negative", a->max_seqlen_k);
+        if (a->device == FC_DEVICE_CUDA && a->max_seqlen_k == 0 && k->shape[0] > 0)
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, "max_seqlen_k", "is required with varlen k on CUDA");
+        p->cu_seqlens_k = (const int32_t *)a->cu_seqlens_k.data;
+        p->s_k = a->max_seqlen_k; /* CPU: refined from the contents */
+    } else {
+        TRY(expect_dim(k, "k", 0, p->batch, "b, as q"));
+        p->s_k = (int)k->shape[1];
+    }
+    if (is_present(&a->seqused_k)) {
+        TRY(check_index(&a->seqused_k, "seqused_k", 1));
+        TRY(expect_dim(&a->seqused_k, "seqused_k", 0, p->batch, "b"));
+        p->seqused_k = (const int32_t *)a->seqused_k.data;
+    }
+    return FC_OK;
+}
+
+/* k_new/v_new and the rotary tables. */
+static fc_status shape_append(const fc_attn_args *a, fc_problem *p) {
+    int has_k = is_present(&a->k_new), has_v = is_present(&a->v_new);
+    int has_cos = is_present(&a->rotary_cos), has_sin = is_present(&a->rotary_sin);
+    if (has_cos != has_sin)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, has_cos ? "rotary_sin" : "rotary_cos", "rotary_cos and rotary_sin come together");
+    if (has_cos && !has_k)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "rotary_cos", "rotary needs k_new (it rotates the appended keys)");
+    if (has_k != has_v)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, has_k ? "v_new" : "k_new", "k_new and v_new come together");
+    if (!has_k) return FC_OK;
+    if (p->kv_layout == FC_KV_VARLEN)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "k_new", "append needs a dense or paged cache, not varlen k");
+    if (!p->seqused_k)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "seqused_k", "is required with k_new (where to append)");
+    TRY(check_data(&a->k_new, "k_new", 4, p->dtype, a->device));
+    TRY(check_data(&a->v_new, "v_new", 4, p->dtype, a->device));
+    TRY(expect_dim(&a->k_new, "k_new", 0, p->batch, "b"));
+    TRY(expect_dim(&a->k_new, "k_new", 2, p->h_k, "h_k"));
+    TRY(expect_dim(&a->k_new, "k_new", 3, p->d, "d"));
+    TRY(expect_dim(&a->v_new, "v_new", 0, p->batch, "b"));
+    TRY(expect_dim(&a->v_new, "v_new", 1, a->k_new.shape[1], "s_new, as k_new"));
+    TRY(expect_dim(&a->v_new, "v_new", 2, p->h_k, "h_k"));
+    TRY(expect_dim(&a->v_new, "v_new", 3, p->d_v, "d_v"));
+    p->s_new = (int)a->k_new.shape[1];
+    p->k_new = view_of(&a->k_new);
+    p->v_new = view_of(&a->v_new);
+    if (!has_cos) return FC_OK;
+    const fc_tensor *c = &a->rotary_cos, *s = &a->rotary_sin;
+    fc_dtype rdt = c->dtype == FC_FP32 ? FC_FP32 : p->dtype;
+    TRY(check_tensor(c, "rotary_cos", 2, rdt, 1, fc_dtype_size(rdt)));
+    TRY(check_tensor(s, "rotary_sin", 2, rdt, 1, fc_dtype_size(rdt)));
+    TRY(expect_dim(s, "rotary_sin", 0, c->shape[0], "max_pos, as rotary_cos"));
+    TRY(expect_dim(s, "rotary_sin", 1, c->shape[1], "rotary_dim/2, as rotary_cos"));
+    if (s->stride[0] != c->stride[0])
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "rotary_sin", "stride[0] = %lld must equal rotary_cos's %lld",
+                       (long long)s->stride[0], (long long)c->stride[0]);
+    if (c->shape[1] < 1 || 2 * c->shape[1] > p->d)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "rotary_cos", "shape[1] = %lld: rotary_dim = 2*shape[1] must be in [2, d = %d]",
+                       (long long)c->shape[1], p->d);
+    p->rotary_cos = c->data;
+    p->rotary_sin = s->data;
+    p->rotary_dtype = rdt;
+    p->rotary_sr = c->stride[0];
+    p->rotary_dim = (int)(2 * c->shape[1]);
+    p->rotary_max_pos = (int)c->shape[0];
+    p->rotary_interleaved = a->rotary_interleaved != 0;
+    return FC_OK;
+}
+
+static int is_finite(float x) { return x == x && x - x == 0.0f; }
+
+static fc_status shape_scores(const fc_attn_args *a, fc_problem *p) {
+    if (!is_finite(a->softmax_scale))
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "softmax_scale", "must be finite, is %g", (double)a->softmax_scale);
+    p->scale = a->softmax_scale != 0.0f ? a->softmax_scale : 1.0f / sqrtf((float)p->d);
+    if (!is_finite(a->softcap) || a->softcap < 0.0f)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "softcap", "must be finite and >= 0, is %g", (double)a->softcap);
+    p->softcap = a->softcap;
+    if (a->window_left < -1) return fc_fail(FC_ERR_INVALID_ARGUMENT, "window_left", "= %d must be >= -1", a->window_left);
+    if (a->window_right < -1) return fc_fail(FC_ERR_INVALID_ARGUMENT, "window_right", "= %d must be >= -1", a->window_right);
+    p->window_left = a->window_left;
+    p->window_right = a->causal ? 0 : a->window_right;
+    if (is_present(&a->alibi_slopes)) {
+        const fc_tensor *t = &a->alibi_slopes;
+        if (t->ndim == 1) {
+            TRY(check_tensor(t, "alibi_slopes", 1, FC_FP32, 0, 4));
+            TRY(expect_dim(t, "alibi_slopes", 0, p->h_q, "h_q"));
+            p->alibi_sb = 0; p->alibi_sh = t->stride[0];
+        } else {
+            TRY(check_tensor(t, "alibi_slopes", 2, FC_FP32, 0, 4));
+            TRY(expect_dim(t, "alibi_slopes", 0, p->batch, "b"));
+            TRY(expect_dim(t, "alibi_slopes", 1, p->h_q, "h_q"));
+            p->alibi_sb = t->stride[0]; p->alibi_sh = t->stride[1];
+        }
+        p->alibi = (const float *)t->data;
+    }
+    if (is_present(&a->sinks)) {
+        TRY(check_tensor(&a->sinks, "sinks", 1, FC_FP32, 0, 4));
+        TRY(expect_dim(&a->sinks, "sinks", 0, p->h_q, "h_q"));
+        p->sinks = (const float *)a->sinks.data;
+        p->sinks_sh = a->sinks.stride[0];
+    }
+    if (a->num_splits < 0 || a->num_splits > FC_MAX_SPLITS)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "num_splits", "= %d must be in [0, %d]", a->num_splits, FC_MAX_SPLITS);
+    p->num_splits = a->num_splits;
+    return FC_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Attention: contents (host memory only — the CPU path)                                           */
+
+/* cu_seqlens: starts at 0, never decreases, ends within `total` rows; returns the longest length. */
+static fc_status check_cu_seqlens(const int32_t *cu, int batch, int64_t total, int max_given, const char *name,
+                                  const char *max_name, int *max_len) {
+    if (cu[0] != 0) return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "[0] = %d, must be 0", cu[0]);
+    int longest = 0;
+    for (int b = 0; b < batch; b++) {
+        int len = cu[b + 1] - cu[b];
+        if (cu[b + 1] < cu[b])
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "decreases at [%d] (%d < %d)", b + 1, cu[b + 1], cu[b]);
+        if (len > longest) longest = len;
+    }
+    if (cu[batch] > total)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "[%d] = %d exceeds the %lld rows of the tensor", batch, cu[batch],
+                       (long long)total);
+    if (max_given > 0 && longest > max_given)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, max_name, "= %d, but a sequence has %d", max_given, longest);
+    *max_len = max_given > 0 ? max_given : longest;
+    return FC_OK;
+}
+
+/* Keys a sequence can hold before the append: what seqused_k + s_new must not exceed. */
+static int64_t kv_capacity(const fc_problem *p, int b) {
+    switch (p->kv_layout) {
+    case FC_KV_PAGED: return (int64_t)p->max_pages * p->page_size;
+    case FC_KV_VARLEN: return p->cu_seqlens_k[b + 1] - p->cu_seqlens_k[b];
+    default: return p->s_k;
+    }
+}
+
+static fc_status check_seqused(const fc_problem *p) {
+    for (int b = 0; b < p->batch; b++) {
+        int64_t used = p->seqused_k[b], cap = kv_capacity(p, b);
+        if (used < 0) return fc_fail(FC_ERR_INVALID_ARGUMENT, "seqused_k", "[%d] = %lld is negative", b, (long long)used);
+        if (used + p->s_new > cap) {
+            if (p->s_new)
+                return fc_fail(FC_ERR_INVALID_ARGUMENT, "k_new", "sequence %d: %lld cached + %d new keys exceed the cache's %lld",
+                               b, (long long)used, p->s_new, (long long)cap);
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, "seqused_k", "[%d] = %lld exceeds the %lld keys the layout holds", b,
+                           (long long)used, (long long)cap);
+        }
+    }
+    return FC_OK;
+}
+
+static fc_status check_pages(const fc_problem *p) {
+    for (int b = 0; b < p->batch; b++) {
+        int64_t keys = (int64_t)p->seqused_k[b] + p->s_new;
+        int64_t used_pages = (keys + p->page_size - 1) / p->page_size;
+        for (int64_t i = 0; i < used_pages; i++) {
+            int32_t page = p->page_table[b * p->page_table_sb + i];
+            if (page < 0 || page >= p->num_pages)
+                return fc_fail(FC_ERR_INVALID_ARGUMENT, "page_table", "[%d][%lld] = %d is not a page in [0, %d)", b,
+                               (long long)i, page, p->num_pages);
+        }
+    }
+    return FC_OK;
+}
+
+/* Rotary positions: keys up to s_k - 1; queries from s_k - s_q, which must not be negative. */
+static fc_status check_rotary(const fc_problem *p) {
+    for (int b = 0; b < p->batch; b++) {
+        fc_seqlen s = fc_seqlen_of(p, b);
+        if (s.s_k > p->rotary_max_pos)
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, "rotary_cos", "has %d positions, sequence %d needs %d", p->rotary_max_pos,
+                           b, s.s_k);
+        if (s.s_q > s.s_k)
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, "rotary_cos", "sequence %d has more queries (%d) than keys (%d): "
+                           "query positions would be negative", b, s.s_q, s.s_k);
+    }
+    return FC_OK;
+}
+
+static fc_status check_contents(const fc_attn_args *a, fc_problem *p) {
+    if (p->cu_seqlens_q)
+        TRY(check_cu_seqlens(p->cu_seqlens_q, p->batch, p->total_q, p->s_q, "cu_seqlens_q", "max_seqlen_q", &p->s_q));
+    if (p->cu_seqlens_k)
+        TRY(check_cu_seqlens(p->cu_seqlens_k, p->batch, a->k.shape[0], p->s_k, "cu_seqlens_k", "max_seqlen_k", &p->s_k));
+    if (p->seqused_k) TRY(check_seqused(p));
+    if (p->kv_layout == FC_KV_PAGED) TRY(check_pages(p));
+    if (p->rotary_cos) TRY(check_rotary(p));
+    return FC_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Attention entry points                                                                          */
+
+/* Validate a and fill p. Reads tensor contents only when read_contents (host memory). */
+static fc_status make_problem(const fc_attn_args *a, fc_problem *p, int read_contents) {
+    if (!a) return fc_fail(FC_ERR_INVALID_ARGUMENT, "args", "is NULL");
+    memset(p, 0, sizeof *p);
+    TRY(check_device(a->device));
+    p->device = a->device;
+    TRY(shape_queries(a, p));
+    TRY(shape_output(a, p));
+    TRY(shape_keys(a, p));
+    TRY(shape_append(a, p));
+    TRY(shape_scores(a, p));
+    TRY(check_cuda_present(p->device));
+    return read_contents ? check_contents(a, p) : FC_OK;
+}
+
+fc_status fc_attn_workspace_size(const fc_attn_args *args, size_t *bytes) {
+    if (!bytes) return fc_fail(FC_ERR_INVALID_ARGUMENT, "bytes", "is NULL");
+    fc_problem p;
+    TRY(make_problem(args, &p, 0));
+    *bytes = 0;
+    if (p.device == FC_DEVICE_CUDA) TRY(fc_cuda_attn_workspace_size(&p, bytes));
+    fc_clear_error();
+    return FC_OK;
+}
+
+fc_status fc_attn_fwd(const fc_attn_args *args, void *workspace, size_t workspace_bytes, void *stream) {
+    fc_problem p;
+    TRY(make_problem(args, &p, args && args->device == FC_DEVICE_CPU));
+    fc_status st;
+    if (p.device == FC_DEVICE_CPU) {
+        st = fc_cpu_attn_fwd(&p);
+    } else {
+        size_t need = 0;
+        TRY(fc_cuda_attn_workspace_size(&p, &need));
+        if (need > 0 && (!workspace || workspace_bytes < need || (uintptr_t)workspace % 256 != 0))
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, "workspace", "needs %zu bytes, 256-byte aligned; got %zu at %p", need,
+                           workspace_bytes, workspace);
+        st = fc_cuda_attn_fwd(&p, workspace, workspace_bytes, stream);
+    }
+    if (st == FC_OK) fc_clear_error();
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Merge                                                                                            */
+
+static fc_status check_merge_dtype(const fc_tensor *t, const char *name) {
+    if (t->data && t->dtype != FC_FP32 && t->dtype != FC_BF16 && t->dtype != FC_FP16)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "dtype %s, expected fp32, bf16 or fp16", dtype_name(t->dtype));
+    return FC_OK;
+}
+
+static fc_status make_merge_problem(const fc_merge_args *a, fc_merge_problem *m) {
+    if (!a) return fc_fail(FC_ERR_INVALID_ARGUMENT, "args", "is NULL");
+    memset(m, 0, sizeof *m);
+    TRY(check_device(a->device));
+    m->device = a->device;
+    const fc_tensor *op = &a->out_partial, *lp = &a->lse_partial, *o = &a->out, *l = &a->lse;
+    TRY(check_merge_dtype(op, "out_partial"));
+    TRY(check_merge_dtype(o, "out"));
+    TRY(check_tensor(op, "out_partial", 4, op->dtype, 1, fc_dtype_size(op->dtype)));
+    TRY(check_tensor(lp, "lse_partial", 3, FC_FP32, 0, 4));
+    TRY(check_tensor(o, "out", 3, o->dtype, 1, fc_dtype_size(o->dtype)));
+    if (o->dtype == FC_FP32 && a->device == FC_DEVICE_CUDA)
+        return fc_fail(FC_ERR_UNSUPPORTED, "out", "fp32 output of fc_merge_states runs on the CPU only");
+    if (op->shape[0] < 1) return fc_fail(FC_ERR_INVALID_ARGUMENT, "out_partial", "needs n >= 1 partial states");
+    for (int i = 0; i < 3; i++) TRY(expect_dim(lp, "lse_partial", i, op->shape[i], "(n, rows, h) as out_partial"));
+    for (int i = 0; i < 3; i++) TRY(expect_dim(o, "out", i, op->shape[i + 1], "(rows, h, d_v) as out_partial"));
+    if (l->data) {
+        TRY(check_tensor(l, "lse", 2, FC_FP32, 0, 4));
+        TRY(expect_dim(l, "lse", 0, op->shape[1], "rows"));
+        TRY(expect_dim(l, "lse", 1, op->shape[2], "h"));
+        m->lse = (float *)l->data; m->l_sr = l->stride[0]; m->l_sh = l->stride[1];
+    }
+    m->n = (int)op->shape[0]; m->rows = (int)op->shape[1]; m->h = (int)op->shape[2]; m->d_v = (int)op->shape[3];
+    m->out_partial = op->data; m->partial_dtype = op->dtype;
+    m->op_sn = op->stride[0]; m->op_sr = op->stride[1]; m->op_sh = op->stride[2];
+    m->lse_partial = (const float *)lp->data; m->lp_sn = lp->stride[0]; m->lp_sr = lp->stride[1]; m->lp_sh = lp->stride[2];
+    m->out = o->data; m->out_dtype = o->dtype; m->o_sr = o->stride[0]; m->o_sh = o->stride[1];
+    return FC_OK;
+}
+
+fc_status fc_merge_states(const fc_merge_args *args, void *stream) {
+    fc_merge_problem m;
+    TRY(make_merge_problem(args, &m));
+    TRY(check_cuda_present(m.device));
+    fc_status st = m.device == FC_DEVICE_CPU ? fc_cpu_merge(&m) : fc_cuda_merge(&m, stream);
+    if (st == FC_OK) fc_clear_error();
+    return st;
+}

@@ -1,0 +1,266 @@
+/* internal.h — what api.c hands the backends: a validated, normalized problem, plus shared helpers. */
+#ifndef FLASHC_INTERNAL_H
+#define FLASHC_INTERNAL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "flashc.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifdef __CUDACC__
+#define FC_HD __host__ __device__ __forceinline__
+#else
+#define FC_HD static inline
+#endif
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The normalized attention problem. api.c fills it after validation; backends only read it.       */
+
+typedef enum { FC_KV_DENSE = 0, FC_KV_VARLEN = 1, FC_KV_PAGED = 2 } fc_kv_layout;
+
+/* A strided (seq/page, row, head) view of a 4D-or-3D tensor whose last dim is contiguous.
+ * Element (b, r, h, c) sits at data + b*sb + r*sr + h*sh + c. For varlen tensors sb = 0 and the row
+ * index is the global row (cu_seqlens[b] + r). */
+typedef struct fc_view {
+    void *data;
+    int64_t sb, sr, sh;
+} fc_view;
+
+typedef struct fc_problem {
+    fc_device device;
+    fc_dtype dtype;            /* of q, k, v, out, k_new, v_new */
+    int batch, h_q, h_k, d, d_v;
+
+    /* Queries and outputs: dense when cu_seqlens_q == NULL. */
+    fc_view q, out;
+    int s_q;                   /* dense: rows per sequence; varlen: max rows of any sequence */
+    const int32_t *cu_seqlens_q;
+    int64_t total_q;           /* dense: batch * s_q; varlen: q.shape[0] */
+
+    /* LSE, optional (lse == NULL). Element (b, h, r): lse + b*lse_sb + h*lse_sh + r*lse_sr, with r the
+     * global row and lse_sb = 0 for varlen queries. */
+    float *lse;
+    int64_t lse_sb, lse_sh, lse_sr;
+
+    /* Keys and values. */
+    fc_kv_layout kv_layout;
+    fc_view k, v;              /* paged: sb is the page stride, sr the row-in-page stride */
+    int s_k;                   /* dense: cache capacity (k.shape[1]); varlen: max keys; paged: max_pages*page_size */
+    const int32_t *cu_seqlens_k;
+    const int32_t *seqused_k;  /* NULL: every key of the layout counts */
+    const int32_t *page_table; /* paged: entry (b, p) at page_table[b*page_table_sb + p] */
+    int64_t page_table_sb;
+    int page_size, num_pages, max_pages;
+
+    /* Append, optional (k_new.data == NULL). */
+    fc_view k_new, v_new;
+    int s_new;
+    const void *rotary_cos, *rotary_sin; /* NULL: no rotary. Element (pos, m) at cos + pos*rotary_sr + m */
+    fc_dtype rotary_dtype;
+    int64_t rotary_sr;
+    int rotary_dim, rotary_max_pos, rotary_interleaved;
+
+    /* Scores. */
+    float scale;               /* resolved: never 0 */
+    float softcap;             /* 0: off */
+    int window_left, window_right; /* resolved: causal folded in; -1 unbounded */
+    const float *alibi;        /* NULL: off. slope (b, h) = alibi[b*alibi_sb + h*alibi_sh] */
+    int64_t alibi_sb, alibi_sh;
+    const float *sinks;        /* NULL: off. sink h = sinks[h*sinks_sh] */
+    int64_t sinks_sh;
+
+    int num_splits;            /* as asked: 0 auto, n >= 1; backends resolve with fc_plan_num_splits */
+} fc_problem;
+
+/* Merge problem: n partial (rows, h) states into one. */
+typedef struct fc_merge_problem {
+    fc_device device;
+    int n, rows, h, d_v;
+    const void *out_partial; fc_dtype partial_dtype; int64_t op_sn, op_sr, op_sh;
+    const float *lse_partial; int64_t lp_sn, lp_sr, lp_sh;
+    void *out; fc_dtype out_dtype; int64_t o_sr, o_sh;
+    float *lse; int64_t l_sr, l_sh; /* lse == NULL: not written */
+} fc_merge_problem;
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Errors: set the thread's message and return the status. The message reads "arg: why".           */
+
+fc_status fc_fail(fc_status status, const char *arg, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+void fc_clear_error(void);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Backends (C linkage).                                                                           */
+
+fc_status fc_cpu_attn_fwd(const fc_problem *p);
+fc_status fc_cpu_merge(const fc_merge_problem *m);
+
+int fc_cuda_built(void); /* 1 when the library was built with nvcc */
+fc_status fc_cuda_attn_workspace_size(const fc_problem *p, size_t *bytes);
+fc_status fc_cuda_attn_fwd(const fc_problem *p, void *workspace, size_t workspace_bytes, void *stream);
+fc_status fc_cuda_merge(const fc_merge_problem *m, void *stream);
+int fc_cuda_device_count(void);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Host heuristics (plan.c).                                                                       */
+
+#define FC_MAX_SPLITS 128
+
+/* Number of KV splits for a problem of `work_items` independent (batch, head, query-tile) items over
+ * `n_kv_blocks` key blocks, on a machine with `n_workers` parallel units (cores or SMs). `asked` is
+ * num_splits from the arguments (0 = choose). Result in 1 .. max(1, n_kv_blocks), <= FC_MAX_SPLITS. */
+int fc_plan_num_splits(int asked, int64_t work_items, int n_kv_blocks, int n_workers);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Sequence info (FlashAttention's SeqlenInfo): where sequence b's rows and keys are.              */
+
+typedef struct fc_seqlen {
+    int64_t q_row0;  /* global row of the sequence's first query (0 for dense: use q.sb) */
+    int s_q;         /* queries of the sequence */
+    int64_t k_row0;  /* global row of its first key (varlen), else 0 */
+    int s_cache;     /* keys present before the append */
+    int s_k;         /* keys attended: s_cache + s_new */
+} fc_seqlen;
+
+FC_HD fc_seqlen fc_seqlen_of(const fc_problem *p, int b) {
+    fc_seqlen s;
+    if (p->cu_seqlens_q) {
+        s.q_row0 = p->cu_seqlens_q[b];
+        s.s_q = p->cu_seqlens_q[b + 1] - p->cu_seqlens_q[b];
+    } else {
+        s.q_row0 = 0;
+        s.s_q = p->s_q;
+    }
+    s.k_row0 = p->cu_seqlens_k ? p->cu_seqlens_k[b] : 0;
+    if (p->seqused_k)
+        s.s_cache = p->seqused_k[b];
+    else if (p->cu_seqlens_k)
+        s.s_cache = p->cu_seqlens_k[b + 1] - p->cu_seqlens_k[b];
+    else
+        s.s_cache = p->s_k;
+    s.s_k = s.s_cache + (p->k_new.data ? p->s_new : 0);
+    return s;
+}
+
+/* Element offset of key/value row j of sequence b (head 0, feature 0) in view kv (p->k or p->v). */
+FC_HD int64_t fc_kv_row_offset(const fc_problem *p, const fc_view *kv, const fc_seqlen *s, int b, int j) {
+    switch (p->kv_layout) {
+    case FC_KV_PAGED: {
+        int64_t page = p->page_table[b * p->page_table_sb + j / p->page_size];
+        return page * kv->sb + (int64_t)(j % p->page_size) * kv->sr;
+    }
+    case FC_KV_VARLEN: return (s->k_row0 + j) * kv->sr;
+    default: return (int64_t)b * kv->sb + (int64_t)j * kv->sr;
+    }
+}
+
+/* Element offset of query/output row r of sequence b (head 0) in view x (p->q or p->out). */
+FC_HD int64_t fc_q_row_offset(const fc_view *x, const fc_seqlen *s, int b, int r) {
+    return (int64_t)b * x->sb + (s->q_row0 + r) * x->sr;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Block info (FlashAttention's BlockInfo): the keys a range of query rows can see.                 */
+
+/* Visible keys of query rows [r0, r1) (r1 > r0) of a sequence with s_q queries and s_k keys:
+ * [*j0, *j1), empty when *j0 >= *j1. Uses the resolved window (causal folded in). */
+FC_HD void fc_key_range(const fc_problem *p, int s_q, int s_k, int r0, int r1, int *j0, int *j1) {
+    int off = s_k - s_q;
+    int lo = 0, hi = s_k;
+    if (p->window_left >= 0) {
+        int l = r0 + off - p->window_left;
+        lo = l > 0 ? l : 0;
+    }
+    if (p->window_right >= 0) {
+        int h = r1 - 1 + off + p->window_right + 1;
+        hi = h < s_k ? h : s_k;
+    }
+    *j0 = lo;
+    *j1 = hi;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Scalar conversions (round to nearest even; NaN stays NaN).                                      */
+
+FC_HD float fc_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+FC_HD uint16_t fc_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+FC_HD float fc_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
+    if (exp == 0) {
+        if (man == 0) {
+            u = sign;
+        } else { /* subnormal: normalize */
+            int e = -1;
+            do { man <<= 1; e++; } while (!(man & 0x400u));
+            u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
+        }
+    } else if (exp == 31) {
+        u = sign | 0x7f800000u | (man << 13);
+    } else {
+        u = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+FC_HD uint16_t fc_f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);          /* NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);         /* overflow -> inf */
+    if (a < 0x38800000u) {                                           /* subnormal or zero */
+        if (a < 0x33000000u) return (uint16_t)sign;                  /* < half the smallest subnormal */
+        uint32_t man = (a & 0x7fffffu) | 0x800000u;                  /* 24-bit significand */
+        int shift = 126 - (int)(a >> 23);                            /* 14 .. 24: units of 2^-24 */
+        uint32_t q = man >> shift, rem = man & ((1u << shift) - 1u), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1u))) q++;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t v = a - 0x38000000u;                                    /* rebias exponent 127 -> 15 */
+    uint32_t q = v >> 13, rem = v & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (q & 1u))) q++;
+    return (uint16_t)(sign | q);
+}
+
+/* Load element i of a bf16/fp16/fp32 array as float; store float as such an element. */
+FC_HD float fc_load(const void *base, fc_dtype dt, int64_t i) {
+    if (dt == FC_FP32) return ((const float *)base)[i];
+    uint16_t h = ((const uint16_t *)base)[i];
+    return dt == FC_BF16 ? fc_bf16_to_f32(h) : fc_f16_to_f32(h);
+}
+FC_HD void fc_store(void *base, fc_dtype dt, int64_t i, float x) {
+    if (dt == FC_FP32) ((float *)base)[i] = x;
+    else ((uint16_t *)base)[i] = dt == FC_BF16 ? fc_f32_to_bf16(x) : fc_f32_to_f16(x);
+}
+/* Round a float through dtype and back (the precision a value has once stored as dtype). */
+FC_HD float fc_round_to(fc_dtype dt, float x) {
+    if (dt == FC_FP32) return x;
+    return dt == FC_BF16 ? fc_bf16_to_f32(fc_f32_to_bf16(x)) : fc_f16_to_f32(fc_f32_to_f16(x));
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLASHC_INTERNAL_H */

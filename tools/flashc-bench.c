@@ -1,0 +1,436 @@
+/* flashc-bench.c — run attention shapes, time them, count TFLOP/s and GB/s, check against the float64 oracle. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "flashc.h"
+#include "../tests/ref64.h"
+
+/* ---------------------------------------------------------------------------------------------- */
+/* A benchmark case: one attention shape                                                           */
+
+typedef struct bench_case {
+    const char *name;
+    int b, s_q, s_k, h_q, h_k, d, d_v;
+    int causal, window_left, window_right;
+    int page_size;           /* 0: dense KV */
+    int splits;              /* 0: auto */
+    float softcap;
+    int alibi, sinks;
+    fc_dtype dtype;
+} bench_case;
+
+typedef struct bench_opts {
+    fc_device device;
+    int iters, warmup;
+    int check;               /* 1: compare sampled rows with the float64 oracle */
+    int naive;               /* 1: also time the naive float64 loop (ref64) on the same shape */
+    int json;
+} bench_opts;
+
+typedef struct bench_result {
+    double ms, tflops, gbps, naive_ms;
+    double max_err, err_ratio; /* NAN when not checked */
+    fc_status status;
+} bench_result;
+
+static bench_case case_default(void) {
+    bench_case c = {"custom", 1, 2048, 2048, 16, 16, 128, 128, 0, -1, -1, 0, 0, 0.0f, 0, 0, FC_BF16};
+    return c;
+}
+
+/* Named shapes: prefill and decode as in DESIGN.md's performance method. */
+static const bench_case named_cases[] = {
+    /* name            b   s_q    s_k    h_q h_k d    d_v  causal wl  wr  page splits softcap alibi sinks dtype */
+    {"prefill-2k",      1, 2048,  2048,  16, 16, 128, 128, 0, -1, -1, 0,  0, 0, 0, 0, FC_BF16},
+    {"prefill-2k-causal", 1, 2048, 2048, 16, 16, 128, 128, 1, -1, -1, 0, 0, 0, 0, 0, FC_BF16},
+    {"prefill-gqa-1k",  2, 1024,  1024,  32, 8,  128, 128, 1, -1, -1, 0,  0, 0, 0, 0, FC_BF16},
+    {"decode-8k-paged16", 8, 1,   8192,  32, 8,  128, 128, 0, -1, -1, 16, 0, 0, 0, 0, FC_BF16},
+    {"decode-32k-paged16", 1, 1,  32768, 32, 8,  128, 128, 0, -1, -1, 16, 0, 0, 0, 0, FC_BF16},
+    {"decode-8k-paged1", 8, 1,    8192,  32, 8,  128, 128, 0, -1, -1, 1,  0, 0, 0, 0, FC_BF16},
+};
+#define N_NAMED ((int)(sizeof named_cases / sizeof named_cases[0]))
+
+static const char *demo_cases[] = {"prefill-2k", "prefill-2k-causal", "decode-8k-paged16"};
+
+static const bench_case *find_case(const char *name) {
+    for (int i = 0; i < N_NAMED; i++)
+        if (!strcmp(named_cases[i].name, name)) return &named_cases[i];
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Host buffers                                                                                     */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static double rng_uniform(void) { /* xorshift64*, in [-1, 1) */
+    rng_state ^= rng_state >> 12; rng_state ^= rng_state << 25; rng_state ^= rng_state >> 27;
+    return (double)((rng_state * 0x2545f4914f6cdd1dull) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+
+static uint16_t to_bf16(float f) {
+    uint32_t u; memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static uint16_t to_f16(float f) { /* normal range only: inputs here are in [-1, 1] */
+    uint32_t u; memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a < 0x38800000u) return (uint16_t)sign; /* flush tiny values: fine for random data */
+    uint32_t v = a - 0x38000000u, q = v >> 13, rem = v & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (q & 1u))) q++;
+    return (uint16_t)(sign | q);
+}
+
+static void *alloc_random(int64_t n, fc_dtype dt) {
+    size_t es = fc_dtype_size(dt);
+    void *p = malloc((size_t)n * es + 64);
+    if (!p) { fprintf(stderr, "flashc-bench: out of memory (%lld elements)\n", (long long)n); exit(2); }
+    for (int64_t i = 0; i < n; i++) {
+        float x = (float)rng_uniform();
+        if (dt == FC_FP32) ((float *)p)[i] = x;
+        else ((uint16_t *)p)[i] = dt == FC_BF16 ? to_bf16(x) : to_f16(x);
+    }
+    return p;
+}
+
+typedef struct bench_buffers {
+    void *q, *k, *v, *out;
+    float *lse, *alibi, *sinks;
+    int32_t *page_table, *seqused;
+} bench_buffers;
+
+/* Pages of every sequence, shuffled so the cache is read out of order as in a real server. */
+static int32_t *make_page_table(int b, int pages_per_seq) {
+    int64_t n = (int64_t)b * pages_per_seq;
+    int32_t *t = malloc((size_t)n * sizeof *t);
+    for (int64_t i = 0; i < n; i++) t[i] = (int32_t)i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)((rng_uniform() + 1.0) * 0.5 * (double)(i + 1)) % (i + 1);
+        int32_t tmp = t[i]; t[i] = t[j]; t[j] = tmp;
+    }
+    return t;
+}
+
+static void setup_args(const bench_case *c, const bench_opts *o, bench_buffers *buf, fc_attn_args *a) {
+    fc_attn_args_init(a);
+    a->device = o->device;
+    int64_t q_n = (int64_t)c->b * c->s_q * c->h_q;
+    buf->q = alloc_random(q_n * c->d, c->dtype);
+    buf->out = alloc_random(q_n * c->d_v, c->dtype);
+    buf->lse = malloc((size_t)q_n * sizeof(float));
+    a->q = fc_tensor_4d(buf->q, c->dtype, c->b, c->s_q, c->h_q, c->d);
+    a->out = fc_tensor_4d(buf->out, c->dtype, c->b, c->s_q, c->h_q, c->d_v);
+    a->lse = fc_tensor_3d(buf->lse, FC_FP32, c->b, c->h_q, c->s_q);
+    if (c->page_size > 0) {
+        int pages_per_seq = (c->s_k + c->page_size - 1) / c->page_size;
+        int64_t pages = (int64_t)c->b * pages_per_seq, rows = pages * c->page_size * c->h_k;
+        buf->k = alloc_random(rows * c->d, c->dtype);
+        buf->v = alloc_random(rows * c->d_v, c->dtype);
+        buf->page_table = make_page_table(c->b, pages_per_seq);
+        buf->seqused = malloc((size_t)c->b * sizeof(int32_t));
+        for (int i = 0; i < c->b; i++) buf->seqused[i] = c->s_k;
+        a->k = fc_tensor_4d(buf->k, c->dtype, pages, c->page_size, c->h_k, c->d);
+        a->v = fc_tensor_4d(buf->v, c->dtype, pages, c->page_size, c->h_k, c->d_v);
+        a->page_table = fc_tensor_2d(buf->page_table, FC_INT32, c->b, pages_per_seq);
+        a->seqused_k = fc_tensor_1d(buf->seqused, FC_INT32, c->b);
+    } else {
+        int64_t rows = (int64_t)c->b * c->s_k * c->h_k;
+        buf->k = alloc_random(rows * c->d, c->dtype);
+        buf->v = alloc_random(rows * c->d_v, c->dtype);
+        a->k = fc_tensor_4d(buf->k, c->dtype, c->b, c->s_k, c->h_k, c->d);
+        a->v = fc_tensor_4d(buf->v, c->dtype, c->b, c->s_k, c->h_k, c->d_v);
+    }
+    if (c->alibi) {
+        buf->alibi = malloc((size_t)c->h_q * sizeof(float));
+        for (int h = 0; h < c->h_q; h++) buf->alibi[h] = powf(2.0f, -8.0f * (h + 1) / c->h_q);
+        a->alibi_slopes = fc_tensor_1d(buf->alibi, FC_FP32, c->h_q);
+    }
+    if (c->sinks) {
+        buf->sinks = malloc((size_t)c->h_q * sizeof(float));
+        for (int h = 0; h < c->h_q; h++) buf->sinks[h] = (float)rng_uniform();
+        a->sinks = fc_tensor_1d(buf->sinks, FC_FP32, c->h_q);
+    }
+    a->causal = c->causal;
+    a->window_left = c->window_left;
+    a->window_right = c->window_right;
+    a->softcap = c->softcap;
+    a->num_splits = c->splits;
+}
+
+static void free_buffers(bench_buffers *b) {
+    free(b->q); free(b->k); free(b->v); free(b->out); free(b->lse);
+    free(b->alibi); free(b->sinks); free(b->page_table); free(b->seqused);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Counting and timing                                                                              */
+
+/* Visible (query, key) pairs of one head of one sequence under the case's mask. */
+static double visible_pairs(const bench_case *c) {
+    int wl = c->window_left, wr = c->causal ? 0 : c->window_right, off = c->s_k - c->s_q;
+    double pairs = 0;
+    for (int i = 0; i < c->s_q; i++) {
+        long lo = wl >= 0 ? i + off - wl : 0, hi = wr >= 0 ? i + off + wr : c->s_k - 1;
+        if (lo < 0) lo = 0;
+        if (hi > c->s_k - 1) hi = c->s_k - 1;
+        if (hi >= lo) pairs += (double)(hi - lo + 1);
+    }
+    return pairs;
+}
+
+/* FLOPs: 2 per multiply-add in Q·K^T (d) and P·V (d_v), over visible pairs. */
+static double case_flops(const bench_case *c) { return 2.0 * visible_pairs(c) * (c->d + c->d_v) * c->h_q * c->b; }
+
+/* Bytes that must move at least once: Q, K, V (the keys used), out. */
+static double case_bytes(const bench_case *c) {
+    double es = (double)fc_dtype_size(c->dtype);
+    double qo = (double)c->b * c->s_q * c->h_q * (c->d + c->d_v);
+    double kv = (double)c->b * c->s_k * c->h_k * (c->d + c->d_v);
+    return es * (qo + kv);
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median wall time of o->iters runs after o->warmup runs; status of the first failure, if any. */
+static fc_status time_runs(const fc_attn_args *a, const bench_opts *o, double *median_ms) {
+    for (int i = 0; i < o->warmup; i++) {
+        fc_status st = fc_attn_fwd(a, NULL, 0, NULL);
+        if (st != FC_OK) return st;
+    }
+    double *t = malloc((size_t)o->iters * sizeof *t);
+    for (int i = 0; i < o->iters; i++) {
+        double t0 = now_ms();
+        fc_status st = fc_attn_fwd(a, NULL, 0, NULL);
+        t[i] = now_ms() - t0;
+        if (st != FC_OK) { free(t); return st; }
+    }
+    qsort(t, (size_t)o->iters, sizeof *t, cmp_double);
+    *median_ms = t[o->iters / 2];
+    free(t);
+    return FC_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Checking against the oracle (a sample of rows: every row_step-th)                                */
+
+static double load_out(const void *p, fc_dtype dt, int64_t i) {
+    if (dt == FC_FP32) return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    if (dt == FC_BF16) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+    uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
+    if (e == 0) { float f = ldexpf((float)m, -24); return s ? -f : f; }
+    u = e == 31 ? s | 0x7f800000u | (m << 13) : s | ((e + 112) << 23) | (m << 13);
+    float f; memcpy(&f, &u, 4); return f;
+}
+
+/* FlashAttention's rule on the sampled rows: ratio = max|out-ref| / (2 max|ref_lowp-ref| + 1e-5). */
+static void check_case(const bench_case *c, const fc_attn_args *a, bench_result *r) {
+    int64_t rows = ref64_total_q(a), n = rows * c->h_q * c->d_v;
+    int row_step = (int)(rows / 16 > 1 ? rows / 16 : 1);
+    double *ref = malloc((size_t)n * sizeof *ref), *low = malloc((size_t)n * sizeof *low);
+    double *lse = malloc((size_t)rows * c->h_q * sizeof *lse);
+    if (ref64_attn(a, row_step, 0, ref, lse) || ref64_attn(a, row_step, 1, low, lse)) {
+        r->max_err = r->err_ratio = NAN;
+    } else {
+        double err = 0, err_low = 0;
+        for (int64_t row = 0; row < rows; row += row_step)
+            for (int64_t i = row * c->h_q * c->d_v; i < (row + 1) * c->h_q * c->d_v; i++) {
+                double e = fabs(load_out(a->out.data, c->dtype, i) - ref[i]);
+                if (!(e <= err)) err = e; /* NaN propagates */
+                double el = fabs(low[i] - ref[i]);
+                if (el > err_low) err_low = el;
+            }
+        r->max_err = err;
+        r->err_ratio = err / (2 * err_low + 1e-5);
+    }
+    free(ref); free(low); free(lse);
+}
+
+static double time_naive(const fc_attn_args *a, int64_t rows, int h_q, int d_v) {
+    double *ref = malloc((size_t)rows * h_q * d_v * sizeof *ref), *lse = malloc((size_t)rows * h_q * sizeof *lse);
+    double t0 = now_ms();
+    ref64_attn(a, 1, 0, ref, lse);
+    double ms = now_ms() - t0;
+    free(ref); free(lse);
+    return ms;
+}
+
+static bench_result run_case(const bench_case *c, const bench_opts *o) {
+    bench_result r = {NAN, NAN, NAN, NAN, NAN, NAN, FC_OK};
+    bench_buffers buf = {0};
+    fc_attn_args a;
+    setup_args(c, o, &buf, &a);
+    r.status = time_runs(&a, o, &r.ms);
+    if (r.status == FC_OK) {
+        r.tflops = case_flops(c) / (r.ms * 1e-3) / 1e12;
+        r.gbps = case_bytes(c) / (r.ms * 1e-3) / 1e9;
+        if (o->check) check_case(c, &a, &r);
+        if (o->naive) r.naive_ms = time_naive(&a, ref64_total_q(&a), c->h_q, c->d_v);
+    }
+    free_buffers(&buf);
+    return r;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Output                                                                                           */
+
+static const char *dtype_str(fc_dtype dt) { return dt == FC_BF16 ? "bf16" : dt == FC_FP16 ? "fp16" : "fp32"; }
+
+static void print_header(const bench_opts *o) {
+    if (o->json) return;
+    printf("%-20s %-4s %4s %6s %6s %4s %4s %4s %4s %6s %9s %9s %8s %10s %8s\n", "case", "dev", "b", "s_q", "s_k", "h_q",
+           "h_k", "d", "page", "causal", "ms", "TFLOP/s", "GB/s", "max_err", "ratio");
+}
+
+static void print_result(const bench_case *c, const bench_opts *o, const bench_result *r) {
+    const char *dev = o->device == FC_DEVICE_CUDA ? "cuda" : "cpu";
+    if (r->status != FC_OK) {
+        if (o->json)
+            printf("{\"case\":\"%s\",\"device\":\"%s\",\"status\":\"%s\",\"error\":\"%s\"}\n", c->name, dev,
+                   fc_status_string(r->status), fc_last_error());
+        else
+            printf("%-20s %-4s failed: %s: %s\n", c->name, dev, fc_status_string(r->status), fc_last_error());
+        return;
+    }
+    if (o->json) {
+        printf("{\"case\":\"%s\",\"device\":\"%s\",\"dtype\":\"%s\",\"b\":%d,\"s_q\":%d,\"s_k\":%d,\"h_q\":%d,\"h_k\":%d,"
+               "\"d\":%d,\"d_v\":%d,\"page_size\":%d,\"causal\":%d,\"ms\":%.4f,\"tflops\":%.6f,\"gbps\":%.3f,"
+               "\"max_err\":%.3e,\"err_ratio\":%.4f,\"naive_ms\":%.2f}\n",
+               c->name, dev, dtype_str(c->dtype), c->b, c->s_q, c->s_k, c->h_q, c->h_k, c->d, c->d_v, c->page_size,
+               c->causal, r->ms, r->tflops, r->gbps, r->max_err, r->err_ratio, r->naive_ms);
+        return;
+    }
+    printf("%-20s %-4s %4d %6d %6d %4d %4d %4d %4d %6d %9.3f %9.4f %8.2f %10.2e %8.3f\n", c->name, dev, c->b, c->s_q,
+           c->s_k, c->h_q, c->h_k, c->d, c->page_size, c->causal, r->ms, r->tflops, r->gbps, r->max_err, r->err_ratio);
+    if (o->naive && !isnan(r->naive_ms))
+        printf("%-20s naive float64 loop: %.1f ms = %.3f GFLOP/s (flashc %.1fx faster)\n", "", r->naive_ms,
+               case_flops(c) / (r->naive_ms * 1e-3) / 1e9, r->naive_ms / r->ms);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Command line                                                                                     */
+
+static void usage(void) {
+    printf("usage: flashc-bench [options]\n"
+           "  --demo                 the demo set (GPU if present, else CPU)\n"
+           "  --shape NAME           a named shape (--list shows them); repeatable\n"
+           "  --sweep                every named shape\n"
+           "  --list                 list named shapes\n"
+           "  --b N --sq N --sk N --hq N --hk N --d N --dv N   a custom shape\n"
+           "  --dtype bf16|fp16|fp32 --causal --window L,R --softcap C --alibi --sinks\n"
+           "  --page-size N          paged KV cache with this page size (0: dense)\n"
+           "  --splits N             num_splits (0: auto)\n"
+           "  --device cpu|cuda      backend (default: cpu)\n"
+           "  --iters N --warmup N   timing (default 5, 1)\n"
+           "  --no-check             skip the float64 oracle check\n"
+           "  --naive                also time the naive float64 loop on the shape\n"
+           "  --threads N            CPU worker threads\n"
+           "  --json                 one JSON object per line\n");
+}
+
+static fc_dtype parse_dtype(const char *s) {
+    if (!strcmp(s, "fp16")) return FC_FP16;
+    if (!strcmp(s, "fp32")) return FC_FP32;
+    if (!strcmp(s, "bf16")) return FC_BF16;
+    fprintf(stderr, "flashc-bench: unknown dtype %s\n", s);
+    exit(2);
+}
+
+static const char *need_value(int argc, char **argv, int i) {
+    if (i + 1 >= argc) { fprintf(stderr, "flashc-bench: %s needs a value\n", argv[i]); exit(2); }
+    return argv[i + 1];
+}
+
+int main(int argc, char **argv) {
+    bench_opts o = {FC_DEVICE_CPU, 5, 1, 1, 0, 0};
+    bench_case custom = case_default();
+    const bench_case *list[64];
+    int n = 0, custom_set = 0, demo = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+#define VAL (need_value(argc, argv, i++))
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) { usage(); return 0; }
+        else if (!strcmp(arg, "--list")) { for (int j = 0; j < N_NAMED; j++) printf("%s\n", named_cases[j].name); return 0; }
+        else if (!strcmp(arg, "--demo")) demo = 1;
+        else if (!strcmp(arg, "--sweep")) { for (int j = 0; j < N_NAMED && n < 64; j++) list[n++] = &named_cases[j]; }
+        else if (!strcmp(arg, "--shape")) {
+            const char *name = VAL;
+            const bench_case *c = find_case(name);
+            if (!c) { fprintf(stderr, "flashc-bench: unknown shape %s (see --list)\n", name); return 2; }
+            if (n < 64) list[n++] = c;
+        }
+        else if (!strcmp(arg, "--b")) { custom.b = atoi(VAL); custom_set = 1; }
+        else if (!strcmp(arg, "--sq")) { custom.s_q = atoi(VAL); custom_set = 1; }
+        else if (!strcmp(arg, "--sk")) { custom.s_k = atoi(VAL); custom_set = 1; }
+        else if (!strcmp(arg, "--hq")) { custom.h_q = atoi(VAL); custom_set = 1; }
+        else if (!strcmp(arg, "--hk")) { custom.h_k = atoi(VAL); custom_set = 1; }
+        else if (!strcmp(arg, "--d")) { custom.d = custom.d_v = atoi(VAL); custom_set = 1; }
+        else if (!strcmp(arg, "--dv")) { custom.d_v = atoi(VAL); custom_set = 1; }
+        else if (!strcmp(arg, "--dtype")) { custom.dtype = parse_dtype(VAL); custom_set = 1; }
+        else if (!strcmp(arg, "--causal")) { custom.causal = 1; custom_set = 1; }
+        else if (!strcmp(arg, "--window")) {
+            if (sscanf(VAL, "%d,%d", &custom.window_left, &custom.window_right) != 2) {
+                fprintf(stderr, "flashc-bench: --window takes L,R\n"); return 2;
+            }
+            custom_set = 1;
+        }
+        else if (!strcmp(arg, "--softcap")) { custom.softcap = (float)atof(VAL); custom_set = 1; }
+        else if (!strcmp(arg, "--alibi")) { custom.alibi = 1; custom_set = 1; }
+        else if (!strcmp(arg, "--sinks")) { custom.sinks = 1; custom_set = 1; }
+        else if (!strcmp(arg, "--page-size")) { custom.page_size = atoi(VAL); custom_set = 1; }
+        else if (!strcmp(arg, "--splits")) { custom.splits = atoi(VAL); custom_set = 1; }
+        else if (!strcmp(arg, "--device")) {
+            const char *d = VAL;
+            if (!strcmp(d, "cuda")) o.device = FC_DEVICE_CUDA;
+            else if (strcmp(d, "cpu")) { fprintf(stderr, "flashc-bench: unknown device %s\n", d); return 2; }
+        }
+        else if (!strcmp(arg, "--iters")) o.iters = atoi(VAL);
+        else if (!strcmp(arg, "--warmup")) o.warmup = atoi(VAL);
+        else if (!strcmp(arg, "--no-check")) o.check = 0;
+        else if (!strcmp(arg, "--naive")) o.naive = 1;
+        else if (!strcmp(arg, "--json")) o.json = 1;
+        else if (!strcmp(arg, "--threads")) {
+            if (fc_set_num_threads(atoi(VAL)) != FC_OK) { fprintf(stderr, "flashc-bench: %s\n", fc_last_error()); return 2; }
+        }
+        else { fprintf(stderr, "flashc-bench: unknown option %s (see --help)\n", arg); return 2; }
+#undef VAL
+    }
+    if (o.iters < 1) o.iters = 1;
+    if (o.warmup < 0) o.warmup = 0;
+    if (o.device == FC_DEVICE_CUDA) {
+        /* The CUDA kernels come with the next issue; the bench will then allocate device buffers. */
+        fprintf(stderr, "flashc-bench: --device cuda: %s\n",
+                fc_cuda_available() ? "this flashc has no CUDA attention kernels yet" : "no CUDA device or CUDA build");
+        return 2;
+    }
+    if (demo) {
+        if (fc_cuda_available() && !o.json)
+            printf("(a GPU is present, but this flashc has no CUDA kernels yet: the demo runs on the CPU)\n");
+        for (int j = 0; j < (int)(sizeof demo_cases / sizeof *demo_cases); j++) list[n++] = find_case(demo_cases[j]);
+        o.iters = 3;
+    }
+    if (custom_set || n == 0) list[n++] = &custom;
+    if (!o.json)
+        printf("flashc %s, CPU threads %d, timing: median of %d after %d warm-up\n", fc_version(), fc_get_num_threads(),
+               o.iters, o.warmup);
+    print_header(&o);
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        bench_result r = run_case(list[i], &o);
+        print_result(list[i], &o, &r);
+        failed |= r.status != FC_OK || (o.check && !(r.err_ratio <= 1.0));
+    }
+    return failed ? 1 : 0;
+}
