@@ -18,7 +18,7 @@ WARN     := -Wall -Wextra -Wno-unused-parameter
 FC_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) $(CFLAGS) -fPIC -Iinclude -Isrc -pthread
 LDLIBS   := -lm -pthread
 
-LIB_C   := $(wildcard src/*.c src/cpu/*.c)
+LIB_C   := $(filter-out src/cuda_none.c,$(wildcard src/*.c src/cpu/*.c))
 LIB_OBJ := $(LIB_C:%.c=$(B)/%.o)
 
 ifneq ($(NVCC),)
@@ -42,7 +42,7 @@ GPUTEST_BIN:= $(GPUTEST_C:tests/%.c=$(B)/tests/%)
 .PHONY: all run test test-gpu install clean
 all: $(B)/libflashc.so $(B)/libflashc.a $(B)/flashc-bench
 
-$(B)/%.o: %.c include/flashc.h src/internal.h $(wildcard src/cpu/*.h)
+$(B)/%.o: %.c include/flashc.h src/internal.h $(wildcard src/cpu/*.h tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(FC_CFLAGS) -c $< -o $@
 

@@ -1,0 +1,332 @@
+/* ref64.c — float64 naive attention reference, written from flashc.h alone (no code of src/). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "ref64.h"
+#include "testutil.h"
+
+enum { KV_DENSE, KV_VARLEN, KV_PAGED };
+
+typedef struct ref_ctx {
+    const fc_attn_args *a;
+    int lowp, batch, h_q, h_k, d, d_v, s_q, s_new, kv, page_size, num_pages, rot_half;
+    int64_t capacity, max_pos, max_cache, max_keys;
+    double scale, softcap;
+    int64_t wl, wr;
+} ref_ctx;
+
+/* One sequence: where its queries are and how many keys it has. */
+typedef struct ref_seq {
+    int64_t q_row0, s_q, s_cache, s_k;
+} ref_seq;
+
+static int64_t i32_1d(const fc_tensor *t, int64_t i) {
+    return ((const int32_t *)t->data)[i * t->stride[0]];
+}
+
+static int64_t i32_2d(const fc_tensor *t, int64_t i, int64_t j) {
+    return ((const int32_t *)t->data)[i * t->stride[0] + j * t->stride[1]];
+}
+
+/* Float element at a precomputed element offset of t. */
+static double elem(const fc_tensor *t, int64_t off) { return tu_load(t->data, t->dtype, off); }
+
+static int is_float_dtype(fc_dtype dt) { return dt == FC_BF16 || dt == FC_FP16 || dt == FC_FP32; }
+
+static int readable(const fc_tensor *t, int ndim) {
+    return t->data && t->ndim == ndim && is_float_dtype(t->dtype) && t->stride[ndim - 1] == 1;
+}
+
+int64_t ref64_total_q(const fc_attn_args *a) {
+    if (!a || !a->q.data) return -1;
+    if (a->cu_seqlens_q.data) {
+        if (a->cu_seqlens_q.ndim != 1 || a->cu_seqlens_q.shape[0] < 1) return -1;
+        return i32_1d(&a->cu_seqlens_q, a->cu_seqlens_q.shape[0] - 1);
+    }
+    if (a->q.ndim != 4) return -1;
+    return a->q.shape[0] * a->q.shape[1];
+}
+
+static ref_seq seq_of(const ref_ctx *c, int b) {
+    const fc_attn_args *a = c->a;
+    ref_seq s;
+    if (a->cu_seqlens_q.data) {
+        s.q_row0 = i32_1d(&a->cu_seqlens_q, b);
+        s.s_q = i32_1d(&a->cu_seqlens_q, b + 1) - s.q_row0;
+    } else {
+        s.q_row0 = (int64_t)b * c->s_q;
+        s.s_q = c->s_q;
+    }
+    if (a->seqused_k.data) s.s_cache = i32_1d(&a->seqused_k, b);
+    else if (c->kv == KV_VARLEN) s.s_cache = i32_1d(&a->cu_seqlens_k, b + 1) - i32_1d(&a->cu_seqlens_k, b);
+    else s.s_cache = c->capacity;
+    s.s_k = s.s_cache + c->s_new;
+    return s;
+}
+
+/* Element offset of key/value row j of sequence b, head h, feature 0, in the cache tensor t. */
+static int64_t kv_offset(const ref_ctx *c, const fc_tensor *t, int b, int64_t j, int h) {
+    const fc_attn_args *a = c->a;
+    switch (c->kv) {
+    case KV_VARLEN: return (i32_1d(&a->cu_seqlens_k, b) + j) * t->stride[0] + h * t->stride[1];
+    case KV_PAGED: {
+        int64_t page = i32_2d(&a->page_table, b, j / c->page_size);
+        return page * t->stride[0] + (j % c->page_size) * t->stride[1] + h * t->stride[2];
+    }
+    default: return b * t->stride[0] + j * t->stride[1] + h * t->stride[2];
+    }
+}
+
+/* Reads the shapes and options; -1 when a is not something this reference can read. */
+static int setup(ref_ctx *c, const fc_attn_args *a, int lowp) {
+    memset(c, 0, sizeof *c);
+    c->a = a;
+    c->lowp = lowp;
+    int qv = a->cu_seqlens_q.data != NULL;
+    if (!readable(&a->q, qv ? 3 : 4) || !a->out.data || !is_float_dtype(a->out.dtype)) return -1;
+    if (qv) {
+        if (a->cu_seqlens_q.ndim != 1 || a->cu_seqlens_q.shape[0] < 1) return -1;
+        c->batch = (int)a->cu_seqlens_q.shape[0] - 1;
+    } else {
+        c->batch = (int)a->q.shape[0];
+        c->s_q = (int)a->q.shape[1];
+    }
+    c->h_q = (int)a->q.shape[qv ? 1 : 2];
+    c->d = (int)a->q.shape[qv ? 2 : 3];
+    c->kv = a->page_table.data ? KV_PAGED : a->cu_seqlens_k.data ? KV_VARLEN : KV_DENSE;
+    int kd = c->kv == KV_VARLEN ? 3 : 4;
+    if (!readable(&a->k, kd) || !readable(&a->v, kd)) return -1;
+    c->h_k = (int)a->k.shape[kd - 2];
+    c->d_v = (int)a->v.shape[kd - 1];
+    if (c->h_k <= 0 || c->h_q % c->h_k || a->k.shape[kd - 1] != c->d) return -1;
+    if (c->kv == KV_PAGED) {
+        if (!a->seqused_k.data || a->page_table.ndim != 2) return -1;
+        c->page_size = (int)a->k.shape[1];
+        c->num_pages = (int)a->k.shape[0];
+        c->capacity = a->page_table.shape[1] * c->page_size;
+    } else if (c->kv == KV_DENSE) {
+        c->capacity = a->k.shape[1];
+    }
+    if (a->k_new.data) {
+        if (!a->seqused_k.data || !readable(&a->k_new, 4) || !readable(&a->v_new, 4)) return -1;
+        c->s_new = (int)a->k_new.shape[1];
+    }
+    if (a->rotary_cos.data) {
+        if (!a->k_new.data || !a->rotary_sin.data || a->rotary_cos.ndim != 2) return -1;
+        c->rot_half = (int)a->rotary_cos.shape[1];
+        c->max_pos = a->rotary_cos.shape[0];
+        if (2 * c->rot_half > c->d) return -1;
+    }
+    c->scale = a->softmax_scale != 0 ? (double)a->softmax_scale : 1.0 / sqrt((double)c->d);
+    c->softcap = a->softcap;
+    c->wl = a->window_left;
+    c->wr = a->causal ? 0 : a->window_right;
+    return 0;
+}
+
+/* Checks every sequence's contents (lengths, pages, rotary positions); finds the buffer sizes. */
+static int check_sequences(ref_ctx *c) {
+    const fc_attn_args *a = c->a;
+    for (int b = 0; b < c->batch; b++) {
+        ref_seq s = seq_of(c, b);
+        if (s.s_q < 0 || s.s_cache < 0) return -1;
+        if (c->kv == KV_VARLEN) {
+            int64_t len = i32_1d(&a->cu_seqlens_k, b + 1) - i32_1d(&a->cu_seqlens_k, b);
+            if (s.s_cache > len) return -1;
+        } else if (s.s_k > c->capacity) {
+            return -1;
+        }
+        if (c->kv == KV_PAGED)
+            for (int64_t p = 0; p * c->page_size < s.s_cache; p++) {
+                int64_t page = i32_2d(&a->page_table, b, p);
+                if (page < 0 || page >= c->num_pages) return -1;
+            }
+        if (c->rot_half && (s.s_k - s.s_q < 0 || s.s_k > c->max_pos)) return -1;
+        if (s.s_cache > c->max_cache) c->max_cache = s.s_cache;
+        if (s.s_k > c->max_keys) c->max_keys = s.s_k;
+    }
+    return 0;
+}
+
+/* Rotates the first 2*rot_half features of x to position pos (interleaved or half-split pairs). */
+static void rotate(const ref_ctx *c, double *x, int64_t pos) {
+    const fc_tensor *ct = &c->a->rotary_cos, *st = &c->a->rotary_sin;
+    for (int m = 0; m < c->rot_half; m++) {
+        int i0 = c->a->rotary_interleaved ? 2 * m : m;
+        int i1 = c->a->rotary_interleaved ? 2 * m + 1 : m + c->rot_half;
+        double cs = elem(ct, pos * ct->stride[0] + m * ct->stride[1]);
+        double sn = elem(st, pos * st->stride[0] + m * st->stride[1]);
+        double x0 = x[i0], x1 = x[i1];
+        x[i0] = x0 * cs - x1 * sn;
+        x[i1] = x0 * sn + x1 * cs;
+    }
+}
+
+/* The keys and values one (sequence, kv head) attends over: cache rows as stored (exact in float),
+ * appended rows as doubles (rotated, and rounded when lowp). */
+typedef struct kv_rows {
+    float *kc, *vc;
+    double *kn, *vn;
+    int64_t s_cache;
+} kv_rows;
+
+static void load_row_f(const fc_tensor *t, int64_t off, int n, float *dst) {
+    for (int i = 0; i < n; i++) dst[i] = (float)elem(t, off + i);
+}
+
+static void load_kv(const ref_ctx *c, int b, int hk, const ref_seq *s, kv_rows *r) {
+    const fc_attn_args *a = c->a;
+    r->s_cache = s->s_cache;
+    for (int64_t j = 0; j < s->s_cache; j++) {
+        load_row_f(&a->k, kv_offset(c, &a->k, b, j, hk), c->d, r->kc + j * c->d);
+        load_row_f(&a->v, kv_offset(c, &a->v, b, j, hk), c->d_v, r->vc + j * c->d_v);
+    }
+    for (int t = 0; t < c->s_new; t++) {
+        const fc_tensor *kn = &a->k_new, *vn = &a->v_new;
+        double *kd = r->kn + (int64_t)t * c->d, *vd = r->vn + (int64_t)t * c->d_v;
+        int64_t ko = b * kn->stride[0] + t * kn->stride[1] + hk * kn->stride[2];
+        int64_t vo = b * vn->stride[0] + t * vn->stride[1] + hk * vn->stride[2];
+        for (int i = 0; i < c->d; i++) kd[i] = elem(kn, ko + i);
+        for (int i = 0; i < c->d_v; i++) vd[i] = elem(vn, vo + i);
+        if (c->rot_half) {
+            rotate(c, kd, s->s_cache + t);
+            if (c->lowp)
+                for (int i = 0; i < 2 * c->rot_half; i++) kd[i] = tu_round(a->k.dtype, kd[i]);
+        }
+    }
+}
+
+static double dot_f(const double *q, const float *k, int n) {
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += q[i] * k[i];
+        s1 += q[i + 1] * k[i + 1];
+        s2 += q[i + 2] * k[i + 2];
+        s3 += q[i + 3] * k[i + 3];
+    }
+    for (; i < n; i++) s0 += q[i] * k[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+static double dot_d(const double *q, const double *k, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += q[i] * k[i];
+    return s;
+}
+
+/* The dot product as the kernels form it: float products summed in float (lowp). The operands are
+ * values stored in bf16/fp16/fp32 (or rounded to them), so converting them to float is exact. */
+static double dot32_f(const double *q, const float *k, int n) {
+    float s = 0;
+    for (int i = 0; i < n; i++) s += (float)q[i] * k[i];
+    return s;
+}
+
+static double dot32_d(const double *q, const double *k, int n) {
+    float s = 0;
+    for (int i = 0; i < n; i++) s += (float)q[i] * (float)k[i];
+    return s;
+}
+
+/* ALiBi slope of (sequence b, query head h); 0 when absent. */
+static double alibi_slope(const ref_ctx *c, int b, int h) {
+    const fc_tensor *t = &c->a->alibi_slopes;
+    if (!t->data) return 0;
+    if (t->ndim == 1) return ((const float *)t->data)[h * t->stride[0]];
+    return ((const float *)t->data)[b * t->stride[0] + h * t->stride[1]];
+}
+
+/* Visible key range [*lo, *hi) of query row r of sequence s. */
+static void key_range(const ref_ctx *c, const ref_seq *s, int64_t r, int64_t *lo, int64_t *hi) {
+    int64_t pos = r + s->s_k - s->s_q;
+    *lo = 0;
+    *hi = s->s_k;
+    if (c->wl >= 0 && pos - c->wl > *lo) *lo = pos - c->wl;
+    if (c->wr >= 0 && pos + c->wr + 1 < *hi) *hi = pos + c->wr + 1;
+}
+
+/* One query row of one head: writes d_v outputs and its lse. */
+static void attend_row(const ref_ctx *c, int b, int h, const ref_seq *s, int64_t r, const kv_rows *kv,
+                       double *qv, double *sc, double *o, double *lse) {
+    const fc_attn_args *a = c->a;
+    const fc_tensor *q = &a->q;
+    int64_t qo = a->cu_seqlens_q.data ? (s->q_row0 + r) * q->stride[0] + h * q->stride[1]
+                                      : b * q->stride[0] + r * q->stride[1] + h * q->stride[2];
+    for (int i = 0; i < c->d; i++) qv[i] = elem(q, qo + i);
+    int64_t off = s->s_k - s->s_q;
+    if (c->rot_half) {
+        rotate(c, qv, off + r);
+        if (c->lowp)
+            for (int i = 0; i < 2 * c->rot_half; i++) qv[i] = tu_round(q->dtype, qv[i]);
+    }
+    int64_t lo, hi;
+    key_range(c, s, r, &lo, &hi);
+    double slope = alibi_slope(c, b, h);
+    int has_sink = a->sinks.data != NULL;
+    double sink = has_sink ? ((const float *)a->sinks.data)[h * a->sinks.stride[0]] : -INFINITY;
+    double mx = sink;
+    for (int64_t j = lo; j < hi; j++) {
+        double x;
+        if (c->lowp) x = j < kv->s_cache ? dot32_f(qv, kv->kc + j * c->d, c->d)
+                                         : dot32_d(qv, kv->kn + (j - kv->s_cache) * c->d, c->d);
+        else x = j < kv->s_cache ? dot_f(qv, kv->kc + j * c->d, c->d)
+                                 : dot_d(qv, kv->kn + (j - kv->s_cache) * c->d, c->d);
+        x *= c->scale;
+        if (c->softcap > 0) x = c->softcap * tanh(x / c->softcap);
+        x -= slope * fabs((double)(r + off - j));
+        sc[j] = x;
+        if (x > mx) mx = x;
+    }
+    for (int i = 0; i < c->d_v; i++) o[i] = 0;
+    if (mx == -INFINITY) { /* no visible key and no (finite) sink */
+        *lse = -INFINITY;
+        return;
+    }
+    double sum = has_sink ? exp(sink - mx) : 0;
+    for (int64_t j = lo; j < hi; j++) sum += exp(sc[j] - mx);
+    *lse = mx + log(sum);
+    for (int64_t j = lo; j < hi; j++) {
+        double p = exp(sc[j] - *lse);
+        if (c->lowp) p = tu_round(q->dtype, p);
+        if (j < kv->s_cache) {
+            const float *v = kv->vc + j * c->d_v;
+            for (int i = 0; i < c->d_v; i++) o[i] += p * v[i];
+        } else {
+            const double *v = kv->vn + (j - kv->s_cache) * c->d_v;
+            for (int i = 0; i < c->d_v; i++) o[i] += p * v[i];
+        }
+    }
+    if (c->lowp)
+        for (int i = 0; i < c->d_v; i++) o[i] = tu_round(a->out.dtype, o[i]);
+}
+
+int ref64_attn(const fc_attn_args *a, int row_step, int lowp, double *out, double *lse) {
+    ref_ctx c;
+    if (!a || row_step < 1 || setup(&c, a, lowp) || check_sequences(&c)) return -1;
+    kv_rows kv;
+    size_t nc = (size_t)(c.max_cache > 0 ? c.max_cache : 1), nn = (size_t)(c.s_new > 0 ? c.s_new : 1);
+    kv.kc = malloc(nc * c.d * sizeof(float));
+    kv.vc = malloc(nc * c.d_v * sizeof(float));
+    kv.kn = malloc(nn * c.d * sizeof(double));
+    kv.vn = malloc(nn * c.d_v * sizeof(double));
+    double *qv = malloc((size_t)c.d * sizeof(double));
+    double *sc = malloc((size_t)(c.max_keys > 0 ? c.max_keys : 1) * sizeof(double));
+    int ok = kv.kc && kv.vc && kv.kn && kv.vn && qv && sc;
+    int group = c.h_q / c.h_k;
+    for (int b = 0; ok && b < c.batch; b++) {
+        ref_seq s = seq_of(&c, b);
+        for (int hk = 0; hk < c.h_k; hk++) {
+            load_kv(&c, b, hk, &s, &kv);
+            for (int h = hk * group; h < (hk + 1) * group; h++)
+                for (int64_t r = 0; r < s.s_q; r++) {
+                    int64_t row = s.q_row0 + r;
+                    if (row % row_step) continue;
+                    attend_row(&c, b, h, &s, r, &kv, qv, sc, out + (row * c.h_q + h) * c.d_v,
+                               lse + row * c.h_q + h);
+                }
+        }
+    }
+    free(kv.kc); free(kv.vc); free(kv.kn); free(kv.vn); free(qv); free(sc);
+    return ok ? 0 : -1;
+}

@@ -1,0 +1,29 @@
+/* ref64.h — float64 naive attention: the tests' independent statement of flashc.h's semantics. */
+#ifndef FLASHC_REF64_H
+#define FLASHC_REF64_H
+
+#include <stdint.h>
+
+#include "flashc.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Number of query rows: b * s_q for dense queries, cu_seqlens_q[b] for varlen ones; -1 if unreadable. */
+int64_t ref64_total_q(const fc_attn_args *a);
+
+/* Attention of a (host memory, any layout flashc.h allows), naively in float64. Never writes the
+ * inputs: with k_new the key list is built logically (cache keys j < seqused_k[i], then the s_new new
+ * rows, rotated at positions seqused_k[i] + t). Writes out (total_q, h_q, d_v) and lse (total_q, h_q),
+ * contiguous doubles, for the global query rows with row % row_step == 0 only.
+ * lowp = 0: float64 throughout from the stored inputs. lowp = 1: the kernels' precision steps —
+ * rotated q and k_new rounded to the input dtype, q·k summed in float (what fp32 inputs with large
+ * logits need), P = exp(x - lse) rounded to the input dtype (float for fp32) before P·V, out rounded
+ * to the output dtype. Returns 0, or -1 on inputs it cannot read. */
+int ref64_attn(const fc_attn_args *a, int row_step, int lowp, double *out, double *lse);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLASHC_REF64_H */

@@ -1,0 +1,84 @@
+# run_tests.sh — runs test binaries (then the Python tests), sums their "N passed, M failed" lines.
+# usage: sh tests/run_tests.sh [--gpu] BIN...
+# Each program must end its output with "N passed, M failed"; one that crashes, exits non-zero without
+# reporting a failure, or prints no such line counts as 1 failed. Skips never count as passed.
+# Exit status: 0 all passed, 1 something failed, 2 nothing failed but GPU tests were skipped.
+
+gpu=0
+if [ "$1" = "--gpu" ]; then
+    gpu=1
+    shift
+fi
+
+passed=0
+failed=0
+skipped=0
+tmp=$(mktemp "${TMPDIR:-/tmp}/flashc-tests.XXXXXX") || exit 1
+trap 'rm -f "$tmp" "$tmp.rc"' EXIT
+
+# run_one NAME CMD...: runs CMD, shows its output, adds its counts.
+run_one() {
+    name=$1
+    shift
+    start=$(date +%s)
+    { "$@" 2>&1; echo $? >"$tmp.rc"; } | tee "$tmp"
+    rc=$(cat "$tmp.rc" 2>/dev/null || echo 127)
+    secs=$(($(date +%s) - start))
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$tmp" | tail -n 1)
+    if [ -z "$line" ]; then
+        echo "== $name: no \"N passed, M failed\" line (exit status $rc): counted as 1 failed"
+        failed=$((failed + 1))
+        return
+    fi
+    p=$(echo "$line" | sed -E 's/^([0-9]+) passed, ([0-9]+) failed.*/\1/')
+    f=$(echo "$line" | sed -E 's/^([0-9]+) passed, ([0-9]+) failed.*/\2/')
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "== $name: exit status $rc with no failure reported: counted as 1 failed"
+        f=1
+    fi
+    echo "== $name: $p passed, $f failed (${secs}s)"
+    passed=$((passed + p))
+    failed=$((failed + f))
+}
+
+have_gpu() {
+    command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'
+}
+
+if [ "$gpu" -eq 1 ]; then
+    if [ $# -eq 0 ]; then
+        echo "gpu: no GPU test binaries (built without nvcc?): GPU tests skipped, not passed"
+        skipped=1
+    elif ! have_gpu; then
+        echo "gpu: no NVIDIA GPU visible: GPU tests skipped, not passed"
+        skipped=1
+    fi
+fi
+
+if [ "$skipped" -eq 0 ]; then
+    for bin in "$@"; do
+        if [ ! -x "$bin" ]; then
+            echo "== $bin: missing or not executable: counted as 1 failed"
+            failed=$((failed + 1))
+            continue
+        fi
+        run_one "$bin" "$bin"
+    done
+fi
+
+if [ "$gpu" -eq 0 ]; then
+    if [ ! -f tests/test_python.py ]; then
+        echo "python: skipped (tests/test_python.py not there)"
+    elif ! command -v python3 >/dev/null 2>&1 || ! python3 -c 'import numpy' >/dev/null 2>&1; then
+        echo "python: skipped (numpy not installed)"
+    else
+        FLASHC_LIB="$PWD/build/libflashc.so"
+        export FLASHC_LIB
+        run_one "python3 tests/test_python.py" python3 tests/test_python.py
+    fi
+fi
+
+echo "$passed passed, $failed failed"
+if [ "$failed" -ne 0 ]; then exit 1; fi
+if [ "$skipped" -ne 0 ]; then exit 2; fi
+exit 0

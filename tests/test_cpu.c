@@ -1,0 +1,1109 @@
+/* test_cpu.c — the CPU backend against the float64 reference (ref64) over a FlashAttention-like sweep. */
+#include <time.h>
+
+#include "ref64.h"
+#include "testutil.h"
+
+enum { KV_DENSE, KV_VARLEN, KV_PAGED };
+enum { LAYOUT_CONTIG, LAYOUT_PADDED, LAYOUT_PACKED };
+enum { MAX_BATCH = 8, MAX_ALLOCS = 48, MAX_SPLITS = 4 };
+
+/* One test case: shapes, layouts and options. s_k is the key length of dense KV, the longest
+ * sequence of varlen KV, the capacity of each sequence of paged KV. */
+typedef struct cfg {
+    fc_dtype dt;
+    int b, s_q, s_k, h_q, h_k, d, d_v;
+    int causal, wl, wr;
+    float softcap, scale;
+    int alibi;      /* 0 none, 1 (h_q), 2 (b, h_q) */
+    int sinks, lse; /* 1: given */
+    int q_varlen, kv, page_size;
+    int seqused;    /* 0 none (paged/append: full), 1 random, 2 random with sequence 0 at 0 */
+    int layout;     /* LAYOUT_*: padded strides (padding NaN), or q/k/v slices of a packed qkv */
+    int nan_unused; /* cache rows past seqused_k (and unused page-table entries: -1) hold NaN */
+    int s_new, rot_dim, rot_inter, rot_f32;
+    int nsplits, splits[MAX_SPLITS];
+    int threads;    /* > 0: fc_set_num_threads for this case */
+} cfg;
+
+/* An allocation, in elements of dt. */
+typedef struct region {
+    void *base;
+    fc_dtype dt;
+    int64_t n;
+} region;
+
+/* A built case: arguments, host buffers and the per-sequence lengths. */
+typedef struct prob {
+    cfg c;
+    fc_attn_args a;
+    void *mem[MAX_ALLOCS];
+    int nmem;
+    uint64_t rng;
+    int64_t total_q, q_row0[MAX_BATCH];
+    int len_q[MAX_BATCH], cap[MAX_BATCH], s_cache[MAX_BATCH];
+    region out, lse, kc, vc;
+    unsigned char *k_snap, *v_snap;
+} prob;
+
+/* Per-group statistics: one line of output per group. */
+typedef struct group {
+    const char *name;
+    int cases, checks, failed;
+    double worst;
+    char worst_case[320];
+} group;
+
+static double g_worst_ratio;
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Building a case                                                                                 */
+
+static cfg cfg_base(void) {
+    cfg c;
+    memset(&c, 0, sizeof c);
+    c.dt = FC_BF16;
+    c.b = 2;
+    c.s_q = c.s_k = 16;
+    c.h_q = c.h_k = 2;
+    c.d = c.d_v = 64;
+    c.wl = c.wr = -1;
+    c.lse = 1;
+    c.page_size = 16;
+    c.nsplits = 1;
+    return c;
+}
+
+static void describe(const cfg *c, char *s, size_t n) {
+    static const char *kvn[] = {"dense", "varlen", "paged"};
+    int k = snprintf(s, n, "%s b%d sq%d sk%d h%d/%d d%d/%d", tu_dtype_name(c->dt), c->b, c->s_q, c->s_k,
+                     c->h_q, c->h_k, c->d, c->d_v);
+    if (c->causal) k += snprintf(s + k, n - k, " causal");
+    if (c->wl >= 0 || c->wr >= 0) k += snprintf(s + k, n - k, " win(%d,%d)", c->wl, c->wr);
+    if (c->softcap > 0) k += snprintf(s + k, n - k, " cap%g", c->softcap);
+    if (c->scale != 0) k += snprintf(s + k, n - k, " scale%g", c->scale);
+    if (c->alibi) k += snprintf(s + k, n - k, " alibi%dd", c->alibi);
+    if (c->sinks) k += snprintf(s + k, n - k, " sinks");
+    if (!c->lse) k += snprintf(s + k, n - k, " nolse");
+    if (c->q_varlen) k += snprintf(s + k, n - k, " q-varlen");
+    k += snprintf(s + k, n - k, " kv-%s", kvn[c->kv]);
+    if (c->kv == KV_PAGED) k += snprintf(s + k, n - k, " ps%d", c->page_size);
+    if (c->seqused) k += snprintf(s + k, n - k, " seqused%d", c->seqused);
+    if (c->layout) k += snprintf(s + k, n - k, " %s", c->layout == LAYOUT_PADDED ? "padded" : "packed");
+    if (c->nan_unused) k += snprintf(s + k, n - k, " nan-unused");
+    if (c->s_new) k += snprintf(s + k, n - k, " new%d", c->s_new);
+    if (c->rot_dim)
+        k += snprintf(s + k, n - k, " rot%d%s%s", c->rot_dim, c->rot_inter ? "i" : "h", c->rot_f32 ? "f32" : "");
+    if (c->threads) k += snprintf(s + k, n - k, " threads%d", c->threads);
+    k += snprintf(s + k, n - k, " splits");
+    for (int i = 0; i < c->nsplits; i++) k += snprintf(s + k, n - k, "%s%d", i ? "," : "", c->splits[i]);
+}
+
+static void *palloc(prob *P, size_t bytes) {
+    size_t n = (bytes + 63) / 64 * 64;
+    void *p = aligned_alloc(64, n ? n : 64);
+    if (!p || P->nmem == MAX_ALLOCS) {
+        fprintf(stderr, "test_cpu: out of memory\n");
+        exit(2);
+    }
+    memset(p, 0, n ? n : 64);
+    P->mem[P->nmem++] = p;
+    return p;
+}
+
+static void prob_free(prob *P) {
+    for (int i = 0; i < P->nmem; i++) free(P->mem[i]);
+    P->nmem = 0;
+}
+
+/* A tensor of the given shape; padded: every non-last stride has a few extra elements. */
+static fc_tensor new_tensor(prob *P, fc_dtype dt, int nd, const int64_t *shape, int padded, region *reg) {
+    fc_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = dt;
+    t.ndim = nd;
+    int64_t st = 1;
+    for (int k = nd - 1; k >= 0; k--) {
+        t.shape[k] = shape[k];
+        t.stride[k] = st;
+        st = st * shape[k] + (padded && k > 0 ? 2 + k : 0);
+    }
+    int64_t n = t.shape[0] * t.stride[0] + (padded ? 5 : 0);
+    if (n < 1) n = 1;
+    t.data = palloc(P, (size_t)n * tu_esize(dt));
+    if (reg) {
+        reg->base = t.data;
+        reg->dt = dt;
+        reg->n = n;
+    }
+    return t;
+}
+
+/* Random values into every element of the view t. */
+static void fill_view(const fc_tensor *t, uint64_t *rng, double scale, double shift) {
+    int64_t sh[4] = {1, 1, 1, 1}, st[4] = {0, 0, 0, 0};
+    for (int k = 0; k < t->ndim; k++) {
+        sh[4 - t->ndim + k] = t->shape[k];
+        st[4 - t->ndim + k] = t->stride[k];
+    }
+    for (int64_t i0 = 0; i0 < sh[0]; i0++)
+        for (int64_t i1 = 0; i1 < sh[1]; i1++)
+            for (int64_t i2 = 0; i2 < sh[2]; i2++)
+                for (int64_t i3 = 0; i3 < sh[3]; i3++)
+                    tu_store(t->data, t->dtype, i0 * st[0] + i1 * st[1] + i2 * st[2] + i3 * st[3],
+                             shift + scale * tu_normal(rng));
+}
+
+static void fill_region(const region *r, uint64_t *rng) {
+    for (int64_t i = 0; i < r->n; i++) tu_store(r->base, r->dt, i, tu_normal(rng));
+}
+
+/* Element offset of key row j of sequence b, head h, in cache tensor t (k or v). */
+static int64_t kv_off(const prob *P, const fc_tensor *t, int b, int64_t j, int h) {
+    const fc_attn_args *a = &P->a;
+    if (P->c.kv == KV_VARLEN)
+        return (((const int32_t *)a->cu_seqlens_k.data)[b] + j) * t->stride[0] + h * t->stride[1];
+    if (P->c.kv == KV_PAGED) {
+        int64_t page = ((const int32_t *)a->page_table.data)[b * a->page_table.stride[0] + j / P->c.page_size];
+        return page * t->stride[0] + (j % P->c.page_size) * t->stride[1] + h * t->stride[2];
+    }
+    return b * t->stride[0] + j * t->stride[1] + h * t->stride[2];
+}
+
+/* Per-sequence lengths: queries, cache capacity, keys present before the append. */
+static void build_lengths(prob *P) {
+    const cfg *c = &P->c;
+    int64_t row = 0;
+    for (int i = 0; i < c->b; i++) {
+        P->len_q[i] = c->q_varlen ? tu_randint(&P->rng, 0, c->s_q) : c->s_q;
+        P->cap[i] = c->kv == KV_VARLEN ? tu_randint(&P->rng, 0, c->s_k) : c->s_k;
+    }
+    if (c->q_varlen) {
+        P->len_q[0] = c->s_q;
+        if (c->b >= 3) P->len_q[1] = 0;
+    }
+    if (c->kv == KV_VARLEN) {
+        P->cap[c->b - 1] = c->s_k;
+        if (c->b >= 3) P->cap[0] = 0;
+    }
+    for (int i = 0; i < c->b; i++) {
+        P->q_row0[i] = row;
+        row += P->len_q[i];
+        int room = P->cap[i] - c->s_new;
+        P->s_cache[i] = c->seqused ? tu_randint(&P->rng, 0, room) : room;
+    }
+    if (c->seqused == 2) P->s_cache[0] = 0;
+    P->total_q = row;
+}
+
+static fc_tensor int_tensor(prob *P, int64_t n, const int *vals) {
+    int64_t shape[1] = {n};
+    fc_tensor t = new_tensor(P, FC_INT32, 1, shape, 0, NULL);
+    for (int64_t i = 0; i < n; i++) ((int32_t *)t.data)[i] = vals[i];
+    return t;
+}
+
+static void build_q_out(prob *P) {
+    const cfg *c = &P->c;
+    fc_attn_args *a = &P->a;
+    int pad = c->layout != LAYOUT_CONTIG;
+    if (c->q_varlen) {
+        int cu[MAX_BATCH + 1];
+        cu[0] = 0;
+        for (int i = 0; i < c->b; i++) cu[i + 1] = cu[i] + P->len_q[i];
+        a->cu_seqlens_q = int_tensor(P, c->b + 1, cu);
+        int64_t qs[3] = {P->total_q, c->h_q, c->d}, os[3] = {P->total_q, c->h_q, c->d_v};
+        int64_t ls[2] = {c->h_q, P->total_q};
+        a->q = new_tensor(P, c->dt, 3, qs, pad, NULL);
+        a->out = new_tensor(P, c->dt, 3, os, pad, &P->out);
+        if (c->lse) a->lse = new_tensor(P, FC_FP32, 2, ls, pad, &P->lse);
+    } else {
+        int64_t qs[4] = {c->b, c->s_q, c->h_q, c->d}, os[4] = {c->b, c->s_q, c->h_q, c->d_v};
+        int64_t ls[3] = {c->b, c->h_q, c->s_q};
+        if (c->layout != LAYOUT_PACKED) a->q = new_tensor(P, c->dt, 4, qs, pad, NULL);
+        a->out = new_tensor(P, c->dt, 4, os, pad, &P->out);
+        if (c->lse) a->lse = new_tensor(P, FC_FP32, 3, ls, pad, &P->lse);
+    }
+    if (c->layout != LAYOUT_PACKED) {
+        if (pad) tu_poison(a->q.data, c->dt, a->q.shape[0] * a->q.stride[0] + 5);
+        fill_view(&a->q, &P->rng, 1, 0);
+    }
+}
+
+/* q, k, v as slices of one (b, s, h_q + 2 h_k, d) tensor (dense, s_q = s_k, d = d_v). */
+static void build_packed(prob *P) {
+    const cfg *c = &P->c;
+    fc_attn_args *a = &P->a;
+    int64_t H = c->h_q + 2 * c->h_k, shape[4] = {c->b, c->s_q, H, c->d};
+    region r;
+    fc_tensor t = new_tensor(P, c->dt, 4, shape, 0, &r);
+    fill_region(&r, &P->rng);
+    size_t es = tu_esize(c->dt);
+    a->q = a->k = a->v = t;
+    a->q.shape[2] = c->h_q;
+    a->k.shape[2] = a->v.shape[2] = c->h_k;
+    a->k.data = (char *)t.data + (size_t)c->h_q * c->d * es;
+    a->v.data = (char *)t.data + (size_t)(c->h_q + c->h_k) * c->d * es;
+    P->kc = P->vc = r;
+}
+
+static void build_page_table(prob *P) {
+    const cfg *c = &P->c;
+    int ps = c->page_size, pps = (c->s_k + ps - 1) / ps, max_pages = pps + 1, num_pages = c->b * pps + 2;
+    int *perm = palloc(P, sizeof(int) * (size_t)num_pages);
+    for (int i = 0; i < num_pages; i++) perm[i] = i;
+    for (int i = num_pages - 1; i > 0; i--) {
+        int j = tu_randint(&P->rng, 0, i), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    int64_t shape[2] = {c->b, max_pages};
+    fc_tensor t = new_tensor(P, FC_INT32, 2, shape, c->layout == LAYOUT_PADDED, NULL);
+    for (int i = 0; i < c->b; i++) {
+        int used = (P->s_cache[i] + c->s_new + ps - 1) / ps;
+        for (int p = 0; p < max_pages; p++) {
+            int v = p < pps ? perm[i * pps + p] : perm[tu_randint(&P->rng, 0, num_pages - 1)];
+            if (c->nan_unused && p >= used) v = -1;
+            ((int32_t *)t.data)[i * t.stride[0] + p * t.stride[1]] = v;
+        }
+    }
+    P->a.page_table = t;
+}
+
+/* Random values into the rows of each sequence that count (all rows up to capacity, unless the
+ * unused ones are to hold NaN). */
+static void fill_cache_rows(prob *P, const fc_tensor *t, int dim) {
+    const cfg *c = &P->c;
+    for (int i = 0; i < c->b; i++) {
+        int upto = c->nan_unused ? P->s_cache[i] : P->cap[i];
+        for (int64_t j = 0; j < upto; j++)
+            for (int h = 0; h < c->h_k; h++) {
+                int64_t o = kv_off(P, t, i, j, h);
+                for (int e = 0; e < dim; e++) tu_store(t->data, t->dtype, o + e, tu_normal(&P->rng));
+            }
+    }
+}
+
+static void build_kv(prob *P) {
+    const cfg *c = &P->c;
+    fc_attn_args *a = &P->a;
+    int pad = c->layout == LAYOUT_PADDED;
+    if (c->layout == LAYOUT_PACKED) {
+        build_packed(P);
+        return;
+    }
+    if (c->kv == KV_VARLEN) {
+        int cu[MAX_BATCH + 1];
+        cu[0] = 0;
+        for (int i = 0; i < c->b; i++) cu[i + 1] = cu[i] + P->cap[i];
+        a->cu_seqlens_k = int_tensor(P, c->b + 1, cu);
+        int64_t ks[3] = {cu[c->b] + 2, c->h_k, c->d}, vs[3] = {cu[c->b] + 2, c->h_k, c->d_v};
+        a->k = new_tensor(P, c->dt, 3, ks, pad, &P->kc);
+        a->v = new_tensor(P, c->dt, 3, vs, pad, &P->vc);
+    } else {
+        int64_t n0 = c->b, n1 = c->s_k;
+        if (c->kv == KV_PAGED) {
+            build_page_table(P);
+            n0 = c->b * ((c->s_k + c->page_size - 1) / c->page_size) + 2;
+            n1 = c->page_size;
+        }
+        int64_t ks[4] = {n0, n1, c->h_k, c->d}, vs[4] = {n0, n1, c->h_k, c->d_v};
+        a->k = new_tensor(P, c->dt, 4, ks, pad, &P->kc);
+        a->v = new_tensor(P, c->dt, 4, vs, pad, &P->vc);
+    }
+    if (pad || c->nan_unused) {
+        tu_poison(P->kc.base, c->dt, P->kc.n);
+        tu_poison(P->vc.base, c->dt, P->vc.n);
+    } else {
+        fill_region(&P->kc, &P->rng);
+        fill_region(&P->vc, &P->rng);
+    }
+    fill_cache_rows(P, &a->k, c->d);
+    fill_cache_rows(P, &a->v, c->d_v);
+}
+
+static void build_append(prob *P) {
+    const cfg *c = &P->c;
+    fc_attn_args *a = &P->a;
+    int pad = c->layout == LAYOUT_PADDED;
+    int64_t ks[4] = {c->b, c->s_new, c->h_k, c->d}, vs[4] = {c->b, c->s_new, c->h_k, c->d_v};
+    a->k_new = new_tensor(P, c->dt, 4, ks, pad, NULL);
+    a->v_new = new_tensor(P, c->dt, 4, vs, pad, NULL);
+    fill_view(&a->k_new, &P->rng, 1, 0);
+    fill_view(&a->v_new, &P->rng, 1, 0);
+    if (!c->rot_dim) return;
+    fc_dtype rdt = c->rot_f32 ? FC_FP32 : c->dt;
+    int half = c->rot_dim / 2;
+    int64_t rs[2] = {c->s_k + 3, half};
+    a->rotary_cos = new_tensor(P, rdt, 2, rs, pad, NULL);
+    a->rotary_sin = new_tensor(P, rdt, 2, rs, pad, NULL);
+    for (int64_t p = 0; p < rs[0]; p++)
+        for (int m = 0; m < half; m++) {
+            double ang = (double)p * pow(10000.0, -2.0 * m / c->rot_dim);
+            tu_store(a->rotary_cos.data, rdt, p * a->rotary_cos.stride[0] + m, cos(ang));
+            tu_store(a->rotary_sin.data, rdt, p * a->rotary_sin.stride[0] + m, sin(ang));
+        }
+    a->rotary_interleaved = c->rot_inter;
+}
+
+static void build_options(prob *P) {
+    const cfg *c = &P->c;
+    fc_attn_args *a = &P->a;
+    if (c->seqused || c->kv == KV_PAGED || c->s_new) a->seqused_k = int_tensor(P, c->b, P->s_cache);
+    a->softmax_scale = c->scale;
+    a->softcap = c->softcap;
+    a->causal = c->causal;
+    a->window_left = c->wl;
+    a->window_right = c->wr;
+    if (c->alibi) {
+        int64_t s1[1] = {c->h_q}, s2[2] = {c->b, c->h_q};
+        a->alibi_slopes = new_tensor(P, FC_FP32, c->alibi, c->alibi == 1 ? s1 : s2, 0, NULL);
+        fill_view(&a->alibi_slopes, &P->rng, 0.05, 0.15);
+    }
+    if (c->sinks) {
+        int64_t s1[1] = {c->h_q};
+        a->sinks = new_tensor(P, FC_FP32, 1, s1, 0, NULL);
+        fill_view(&a->sinks, &P->rng, 1, 0.5);
+    }
+}
+
+static void prob_build(prob *P, const cfg *c, uint64_t seed) {
+    memset(P, 0, sizeof *P);
+    P->c = *c;
+    P->rng = seed;
+    fc_attn_args_init(&P->a);
+    build_lengths(P);
+    build_q_out(P);
+    build_kv(P);
+    if (c->s_new) build_append(P);
+    build_options(P);
+    P->k_snap = palloc(P, (size_t)P->kc.n * tu_esize(c->dt));
+    P->v_snap = palloc(P, (size_t)P->vc.n * tu_esize(c->dt));
+    memcpy(P->k_snap, P->kc.base, (size_t)P->kc.n * tu_esize(c->dt));
+    memcpy(P->v_snap, P->vc.base, (size_t)P->vc.n * tu_esize(c->dt));
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Checking one run                                                                                */
+
+/* The reference, both ways. */
+typedef struct refs {
+    double *out, *low, *lse, *lse_low;
+} refs;
+
+typedef struct cmp {
+    double err, err_low, lse_err;
+    int64_t nans, masked_bad, lse_bad;
+} cmp;
+
+static int64_t out_off(const prob *P, int b, int64_t r, int h) {
+    const fc_tensor *t = &P->a.out;
+    if (P->c.q_varlen) return (P->q_row0[b] + r) * t->stride[0] + h * t->stride[1];
+    return b * t->stride[0] + r * t->stride[1] + h * t->stride[2];
+}
+
+static int64_t lse_off(const prob *P, int b, int64_t r, int h) {
+    const fc_tensor *t = &P->a.lse;
+    if (P->c.q_varlen) return h * t->stride[0] + (P->q_row0[b] + r) * t->stride[1];
+    return b * t->stride[0] + h * t->stride[1] + r * t->stride[2];
+}
+
+/* Out and lse of the library against the reference; copies out (as doubles) into got. */
+static cmp compare(const prob *P, const refs *R, double *got) {
+    const cfg *c = &P->c;
+    cmp m;
+    memset(&m, 0, sizeof m);
+    for (int b = 0; b < c->b; b++)
+        for (int64_t r = 0; r < P->len_q[b]; r++)
+            for (int h = 0; h < c->h_q; h++) {
+                int64_t row = (P->q_row0[b] + r) * c->h_q + h, o = out_off(P, b, r, h);
+                double l64 = R->lse[row];
+                for (int e = 0; e < c->d_v; e++) {
+                    double x = tu_load(P->a.out.data, c->dt, o + e), ref = R->out[row * c->d_v + e];
+                    got[row * c->d_v + e] = x;
+                    if (isnan(x)) m.nans++;
+                    if (l64 == -INFINITY && x != 0) m.masked_bad++;
+                    double er = fabs(x - ref), el = fabs(R->low[row * c->d_v + e] - ref);
+                    if (er > m.err) m.err = er;
+                    if (el > m.err_low) m.err_low = el;
+                }
+                if (!c->lse) continue;
+                /* lse against the reference with the kernels' rounding of rotated q and k_new and
+                 * float q·k (the same as lse64 up to those): an fp32 logsumexp of those scores */
+                double l = ((const float *)P->a.lse.data)[lse_off(P, b, r, h)], ll = R->lse_low[row];
+                if (l64 == -INFINITY) {
+                    if (l != -INFINITY) m.lse_bad++;
+                } else {
+                    double e = fabs(l - ll) / (1 + fabs(ll));
+                    if (!(e <= 1e-4)) m.lse_bad++;
+                    if (!(e <= m.lse_err)) m.lse_err = e;
+                }
+            }
+    return m;
+}
+
+static double tol_of(double err_low) { return 2 * err_low + 1e-5; }
+
+/* Elements of region r that are not in the view t (padding) still hold the poison bytes. */
+static int64_t padding_touched(const region *r, const fc_tensor *t, const unsigned char *poison) {
+    size_t es = tu_esize(r->dt);
+    unsigned char *in = calloc((size_t)r->n, 1);
+    int64_t sh[4] = {1, 1, 1, 1}, st[4] = {0, 0, 0, 0}, bad = 0;
+    for (int k = 0; k < t->ndim; k++) {
+        sh[4 - t->ndim + k] = t->shape[k];
+        st[4 - t->ndim + k] = t->stride[k];
+    }
+    for (int64_t i0 = 0; i0 < sh[0]; i0++)
+        for (int64_t i1 = 0; i1 < sh[1]; i1++)
+            for (int64_t i2 = 0; i2 < sh[2]; i2++)
+                for (int64_t i3 = 0; i3 < sh[3]; i3++) in[i0 * st[0] + i1 * st[1] + i2 * st[2] + i3 * st[3]] = 1;
+    for (int64_t i = 0; i < r->n; i++)
+        if (!in[i] && memcmp((const char *)r->base + i * es, poison, es)) bad++;
+    free(in);
+    return bad;
+}
+
+/* Rotates row x (d features) to position pos with the case's tables, in float64. */
+static void rotate_row(const prob *P, double *x, int64_t pos) {
+    const fc_tensor *ct = &P->a.rotary_cos, *st = &P->a.rotary_sin;
+    int half = P->c.rot_dim / 2;
+    for (int m = 0; m < half; m++) {
+        int i0 = P->c.rot_inter ? 2 * m : m, i1 = P->c.rot_inter ? 2 * m + 1 : m + half;
+        double cs = tu_load(ct->data, ct->dtype, pos * ct->stride[0] + m * ct->stride[1]);
+        double sn = tu_load(st->data, st->dtype, pos * st->stride[0] + m * st->stride[1]);
+        double x0 = x[i0], x1 = x[i1];
+        x[i0] = x0 * cs - x1 * sn;
+        x[i1] = x0 * sn + x1 * cs;
+    }
+}
+
+/* Appended rows of one cache tensor: rotated features within a rounding of the exact rotation,
+ * others copied exactly; marks the appended elements. Returns the number of bad elements. */
+static int64_t check_appended(const prob *P, const fc_tensor *cache, const fc_tensor *src, int dim, int rot,
+                              unsigned char *mark) {
+    const cfg *c = &P->c;
+    double *x = malloc(sizeof(double) * (size_t)dim), *x0 = malloc(sizeof(double) * (size_t)dim);
+    int64_t bad = 0;
+    for (int b = 0; b < c->b; b++)
+        for (int t = 0; t < c->s_new; t++)
+            for (int h = 0; h < c->h_k; h++) {
+                int64_t so = b * src->stride[0] + t * src->stride[1] + h * src->stride[2];
+                int64_t co = kv_off(P, cache, b, P->s_cache[b] + t, h);
+                for (int e = 0; e < dim; e++) x[e] = x0[e] = tu_load(src->data, src->dtype, so + e);
+                if (rot) rotate_row(P, x, P->s_cache[b] + t);
+                for (int e = 0; e < dim; e++) {
+                    double got = tu_load(cache->data, c->dt, co + e);
+                    mark[co + e] = 1;
+                    if (rot && e < c->rot_dim) {
+                        int partner = c->rot_inter ? (e ^ 1) : (e < c->rot_dim / 2 ? e + c->rot_dim / 2 : e - c->rot_dim / 2);
+                        double tol = tu_eps(c->dt) * fabs(x[e]) + 1e-6 * (fabs(x0[e]) + fabs(x0[partner]));
+                        if (!(fabs(got - x[e]) <= tol)) bad++;
+                    } else if (got != x[e]) {
+                        bad++;
+                    }
+                }
+            }
+    free(x);
+    free(x0);
+    return bad;
+}
+
+/* The cache after an append: appended rows right, every other byte as before. */
+static int64_t check_cache(const prob *P) {
+    const region *rs[2] = {&P->kc, &P->vc};
+    const unsigned char *snaps[2] = {P->k_snap, P->v_snap};
+    int64_t bad = 0;
+    for (int w = 0; w < 2; w++) {
+        unsigned char *mark = calloc((size_t)rs[w]->n, 1);
+        bad += w == 0 ? check_appended(P, &P->a.k, &P->a.k_new, P->c.d, P->c.rot_dim > 0, mark)
+                      : check_appended(P, &P->a.v, &P->a.v_new, P->c.d_v, 0, mark);
+        size_t es = tu_esize(P->c.dt);
+        for (int64_t i = 0; i < rs[w]->n; i++)
+            if (!mark[i] && memcmp((const char *)rs[w]->base + i * es, snaps[w] + i * es, es)) bad++;
+        free(mark);
+    }
+    return bad;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Running a case                                                                                  */
+
+static void group_note(group *g, int ok, double ratio, const char *desc) {
+    g->checks++;
+    if (!ok) g->failed++;
+    if (ratio > g->worst || isnan(ratio)) {
+        g->worst = isnan(ratio) ? INFINITY : ratio;
+        snprintf(g->worst_case, sizeof g->worst_case, "%s", desc);
+    }
+}
+
+static void restore(prob *P) {
+    size_t es = tu_esize(P->c.dt);
+    memcpy(P->kc.base, P->k_snap, (size_t)P->kc.n * es);
+    memcpy(P->vc.base, P->v_snap, (size_t)P->vc.n * es);
+    tu_poison(P->out.base, P->c.dt, P->out.n);
+    if (P->c.lse) tu_poison(P->lse.base, FC_FP32, P->lse.n);
+}
+
+/* One library run with num_splits = splits, checked; its out goes to got. */
+static void run_split(group *g, prob *P, const refs *R, int splits, double *got, const char *desc) {
+    const cfg *c = &P->c;
+    restore(P);
+    P->a.num_splits = splits;
+    if (c->threads) fc_set_num_threads(c->threads);
+    fc_status st = fc_attn_fwd(&P->a, NULL, 0, NULL);
+    if (c->threads) fc_set_num_threads(0);
+    int ok = tu_check(st == FC_OK, "%s [%s] split %d: status %s: %s", g->name, desc, splits, fc_status_string(st),
+                      fc_last_error());
+    group_note(g, ok, 0, desc);
+    if (!ok) {
+        for (int64_t i = 0; i < P->total_q * c->h_q * c->d_v; i++) got[i] = NAN;
+        return;
+    }
+    cmp m = compare(P, R, got);
+    double tol = tol_of(m.err_low), ratio = m.err / tol;
+    if (m.nans || m.masked_bad) ratio = INFINITY;
+    ok = tu_check(m.nans == 0 && m.masked_bad == 0 && m.err <= tol,
+                  "%s [%s] split %d: out err %.3g, err_lowp %.3g, ratio %.3g, NaN %lld, masked rows nonzero %lld",
+                  g->name, desc, splits, m.err, m.err_low, ratio, (long long)m.nans, (long long)m.masked_bad);
+    group_note(g, ok, ratio, desc);
+    if (ratio > g_worst_ratio || isnan(ratio)) g_worst_ratio = isnan(ratio) ? INFINITY : ratio;
+    if (c->lse) {
+        ok = tu_check(m.lse_bad == 0, "%s [%s] split %d: lse %lld bad, worst rel err %.3g", g->name, desc, splits,
+                      (long long)m.lse_bad, m.lse_err);
+        group_note(g, ok, 0, desc);
+    }
+    if (c->layout != LAYOUT_CONTIG) {
+        unsigned char pz[4];
+        tu_poison(pz, c->dt, 1);
+        int64_t bo = padding_touched(&P->out, &P->a.out, pz), bl = 0;
+        if (c->lse) {
+            tu_poison(pz, FC_FP32, 1);
+            bl = padding_touched(&P->lse, &P->a.lse, pz);
+        }
+        ok = tu_check(bo == 0 && bl == 0, "%s [%s] split %d: written outside the view: out %lld, lse %lld elements",
+                      g->name, desc, splits, (long long)bo, (long long)bl);
+        group_note(g, ok, 0, desc);
+    }
+    if (c->s_new) {
+        int64_t bad = check_cache(P);
+        ok = tu_check(bad == 0, "%s [%s] split %d: cache after append: %lld bad elements", g->name, desc, splits,
+                      (long long)bad);
+        group_note(g, ok, 0, desc);
+    }
+}
+
+static uint64_t g_seed = 12345;
+
+static void run_case(group *g, const cfg *c) {
+    char desc[320];
+    describe(c, desc, sizeof desc);
+    prob P;
+    prob_build(&P, c, g_seed++ * 0x9e3779b97f4a7c15ull);
+    int64_t rows = P.total_q, n = rows * c->h_q * c->d_v;
+    size_t nb = (size_t)(n > 0 ? n : 1) * sizeof(double), lb = (size_t)(rows > 0 ? rows : 1) * c->h_q * sizeof(double);
+    refs R = {malloc(nb), malloc(nb), malloc(lb), malloc(lb)};
+    double *got[MAX_SPLITS];
+    for (int i = 0; i < c->nsplits; i++) got[i] = malloc(nb);
+    g->cases++;
+    int ok = tu_check(ref64_attn(&P.a, 1, 0, R.out, R.lse) == 0 && ref64_attn(&P.a, 1, 1, R.low, R.lse_low) == 0,
+                      "%s [%s]: ref64 cannot read this case", g->name, desc);
+    group_note(g, ok, 0, desc);
+    double err_low = 0;
+    for (int64_t i = 0; ok && i < n; i++) err_low = fmax(err_low, fabs(R.low[i] - R.out[i]));
+    for (int s = 0; ok && s < c->nsplits; s++) {
+        run_split(g, &P, &R, c->splits[s], got[s], desc);
+        if (s == 0) continue;
+        double diff = 0;
+        for (int64_t i = 0; i < n; i++) diff = isnan(got[s][i]) || isnan(got[0][i]) ? INFINITY : fmax(diff, fabs(got[s][i] - got[0][i]));
+        int agree = tu_check(diff <= tol_of(err_low), "%s [%s]: splits %d and %d differ by %.3g (tolerance %.3g)",
+                             g->name, desc, c->splits[0], c->splits[s], diff, tol_of(err_low));
+        group_note(g, agree, 0, desc);
+    }
+    for (int i = 0; i < c->nsplits; i++) free(got[i]);
+    free(R.out); free(R.low); free(R.lse); free(R.lse_low);
+    prob_free(&P);
+}
+
+static void group_print(const group *g, double seconds) {
+    printf("%-10s %4d cases %5d checks %3d failed  worst ratio %.3f  (%.1fs)%s%s\n", g->name, g->cases, g->checks,
+           g->failed, g->worst, seconds, g->failed ? "  worst: " : "", g->failed ? g->worst_case : "");
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The sweep                                                                                       */
+
+static const fc_dtype DTYPES[3] = {FC_BF16, FC_FP16, FC_FP32};
+static const int DIMS[5] = {64, 96, 128, 192, 256};
+static const int HEADS[3][2] = {{2, 2}, {4, 2}, {3, 1}}; /* MHA, GQA, MQA */
+
+static void set_heads(cfg *c, int i) {
+    c->h_q = HEADS[i % 3][0];
+    c->h_k = HEADS[i % 3][1];
+}
+
+/* mask: 0 none, 1 causal, 2 local window, 3 causal with a left window. */
+static void set_mask(cfg *c, int mask) {
+    c->causal = mask == 1 || mask == 3;
+    c->wl = mask == 2 ? 11 : mask == 3 ? 19 : -1;
+    c->wr = mask == 2 ? 7 : -1;
+}
+
+/* dtype x {MHA, GQA, MQA} x d x softcap x mask, every combination, over short and medium lengths. */
+static void sweep_core(group *g) {
+    static const int pairs[][2] = {{1, 1}, {1, 3}, {3, 1}, {7, 33}, {64, 64}, {113, 203}, {239, 1}, {1, 239}, {108, 256}, {65, 31}, {33, 7}};
+    int np = (int)(sizeof pairs / sizeof pairs[0]), i = 0;
+    for (int t = 0; t < 3; t++)
+        for (int hh = 0; hh < 3; hh++)
+            for (int di = 0; di < 5; di++)
+                for (int sc = 0; sc < 2; sc++)
+                    for (int mask = 0; mask < 4; mask++, i++) {
+                        cfg c = cfg_base();
+                        c.dt = DTYPES[t];
+                        set_heads(&c, hh);
+                        c.d = c.d_v = DIMS[di];
+                        c.softcap = sc ? 2.0f : 0;
+                        set_mask(&c, mask);
+                        c.s_q = pairs[i % np][0];
+                        c.s_k = pairs[i % np][1];
+                        c.scale = i % 7 == 3 ? 0.37f : 0;
+                        c.lse = i % 4 != 1;
+                        c.splits[0] = i % 3 == 0 ? 1 : i % 3 == 1 ? 3 : 0;
+                        run_case(g, &c);
+                    }
+}
+
+/* Lengths beyond a tile: dtype x causal x lengths, d and heads rotating. */
+static void sweep_long(group *g) {
+    static const int pairs[][2] = {{128, 217}, {256, 256}, {512, 512}, {217, 128}};
+    int i = 0;
+    for (int t = 0; t < 3; t++)
+        for (int causal = 0; causal < 2; causal++)
+            for (int p = 0; p < 4; p++, i++) {
+                cfg c = cfg_base();
+                c.dt = DTYPES[t];
+                c.b = 1;
+                set_heads(&c, i);
+                if (c.h_q > 2) c.h_q = 2, c.h_k = 1;
+                c.d = c.d_v = DIMS[i % 5];
+                c.causal = causal;
+                c.s_q = pairs[p][0];
+                c.s_k = pairs[p][1];
+                c.softcap = i % 4 == 2 ? 30.0f : 0;
+                if (i % 5 == 4) c.wl = 100, c.wr = 50;
+                c.splits[0] = i % 2 ? 0 : 1;
+                run_case(g, &c);
+            }
+}
+
+/* d_v != d. */
+static void sweep_dv(group *g) {
+    static const int dd[][2] = {{192, 128}, {64, 256}, {128, 64}, {256, 96}, {96, 192}};
+    int i = 0;
+    for (int t = 0; t < 3; t++)
+        for (int k = 0; k < 5; k++)
+            for (int causal = 0; causal < 2; causal++, i++) {
+                cfg c = cfg_base();
+                c.dt = DTYPES[t];
+                set_heads(&c, i);
+                c.d = dd[k][0];
+                c.d_v = dd[k][1];
+                c.causal = causal;
+                c.s_q = i % 2 ? 37 : 91;
+                c.s_k = i % 2 ? 91 : 37;
+                c.splits[0] = i % 3 ? 0 : 3;
+                run_case(g, &c);
+            }
+}
+
+/* ALiBi slopes (h_q) and (b, h_q), with and without causal, softcap, window. */
+static void sweep_alibi(group *g) {
+    static const int pairs[][2] = {{17, 17}, {5, 70}, {70, 5}, {1, 130}};
+    int i = 0;
+    for (int t = 0; t < 3; t++)
+        for (int dims = 1; dims <= 2; dims++)
+            for (int mask = 0; mask < 4; mask++, i++) {
+                cfg c = cfg_base();
+                c.dt = DTYPES[t];
+                set_heads(&c, i);
+                c.d = c.d_v = DIMS[i % 5];
+                c.alibi = dims;
+                set_mask(&c, mask);
+                c.softcap = i % 3 == 1 ? 2.0f : 0;
+                c.s_q = pairs[i % 4][0];
+                c.s_k = pairs[i % 4][1];
+                c.splits[0] = i % 2 ? 0 : 3;
+                run_case(g, &c);
+            }
+}
+
+/* Sinks, also with rows that see no key (lse = sink, out = 0). */
+static void sweep_sinks(group *g) {
+    static const int pairs[][2] = {{9, 40}, {40, 9}, {1, 77}, {64, 64}};
+    int i = 0;
+    for (int t = 0; t < 3; t++)
+        for (int mask = 0; mask < 4; mask++, i++) {
+            cfg c = cfg_base();
+            c.dt = DTYPES[t];
+            set_heads(&c, i);
+            c.d = c.d_v = DIMS[(i + 2) % 5];
+            c.sinks = 1;
+            set_mask(&c, mask);
+            c.alibi = i % 4 == 1 ? 1 : 0;
+            c.softcap = i % 3 == 2 ? 2.0f : 0;
+            c.s_q = pairs[i % 4][0];
+            c.s_k = pairs[i % 4][1];
+            c.splits[0] = i % 2 ? 0 : 3;
+            run_case(g, &c);
+        }
+}
+
+/* Varlen q and/or k (empty sequences), seqused_k, independently. */
+static void sweep_varlen(group *g) {
+    static const int modes[3][2] = {{1, KV_DENSE}, {0, KV_VARLEN}, {1, KV_VARLEN}};
+    int i = 0;
+    for (int m = 0; m < 3; m++)
+        for (int used = 0; used < 3; used++)
+            for (int mask = 0; mask < 3; mask++, i++) {
+                cfg c = cfg_base();
+                c.dt = DTYPES[i % 3];
+                c.b = 4;
+                set_heads(&c, i);
+                c.d = c.d_v = DIMS[i % 5];
+                c.q_varlen = modes[m][0];
+                c.kv = modes[m][1];
+                c.seqused = used;
+                set_mask(&c, mask);
+                c.s_q = i % 2 ? 37 : 75;
+                c.s_k = i % 2 ? 61 : 30;
+                c.lse = i % 4 != 3;
+                c.splits[0] = i % 3 == 0 ? 1 : i % 3 == 1 ? 3 : 0;
+                run_case(g, &c);
+            }
+}
+
+/* Paged KV: page sizes 1, 3, 16, 64, 256 over a shuffled page table. */
+static void sweep_paged(group *g) {
+    static const int sizes[5] = {1, 3, 16, 64, 256};
+    int i = 0;
+    for (int p = 0; p < 5; p++)
+        for (int qv = 0; qv < 2; qv++)
+            for (int mask = 0; mask < 2; mask++, i++) {
+                cfg c = cfg_base();
+                c.dt = DTYPES[i % 3];
+                c.b = 3;
+                set_heads(&c, i);
+                c.d = c.d_v = DIMS[i % 5];
+                c.kv = KV_PAGED;
+                c.page_size = sizes[p];
+                c.seqused = 1 + (i % 2);
+                c.q_varlen = qv;
+                set_mask(&c, mask ? 3 : 0);
+                c.s_q = qv ? 20 : (i % 3 == 0 ? 1 : 13);
+                c.s_k = 300;
+                c.sinks = i % 5 == 2;
+                c.splits[0] = i % 3 == 0 ? 1 : i % 3 == 1 ? 3 : 0;
+                run_case(g, &c);
+            }
+}
+
+/* Splits 1, 3, auto (and 7): each against the reference and against each other. */
+static void sweep_splits(group *g) {
+    for (int k = 0; k < 6; k++) {
+        cfg c = cfg_base();
+        c.dt = DTYPES[k % 3];
+        c.nsplits = 4;
+        c.splits[0] = 1, c.splits[1] = 3, c.splits[2] = 0, c.splits[3] = 7;
+        set_heads(&c, k);
+        c.d = c.d_v = DIMS[(k + 1) % 5];
+        switch (k) {
+        case 0: c.b = 1, c.s_q = 1, c.s_k = 1000; break;                           /* decode */
+        case 1: c.s_q = 64, c.s_k = 400, c.causal = 1; break;                       /* prefill */
+        case 2: c.b = 4, c.q_varlen = 1, c.kv = KV_VARLEN, c.s_q = 9, c.s_k = 333, c.seqused = 2; break;
+        case 3: c.b = 3, c.kv = KV_PAGED, c.page_size = 16, c.s_q = 4, c.s_k = 500, c.seqused = 1, c.sinks = 1; break;
+        case 4: c.kv = KV_PAGED, c.page_size = 3, c.s_q = 2, c.s_k = 260, c.seqused = 1, c.s_new = 2, c.rot_dim = c.d;
+            break;
+        default: c.s_q = 3, c.s_k = 700, c.wl = 200, c.wr = 0, c.alibi = 2, c.softcap = 2; break;
+        }
+        run_case(g, &c);
+    }
+}
+
+/* Non-contiguous views: q/k/v slices of a packed qkv tensor, padded strides (padding holds NaN). */
+static void sweep_strides(group *g) {
+    for (int i = 0; i < 12; i++) {
+        cfg c = cfg_base();
+        c.dt = DTYPES[i % 3];
+        set_heads(&c, i);
+        c.d = c.d_v = DIMS[i % 5];
+        c.causal = i % 2;
+        c.s_q = c.s_k = i % 4 ? 45 : 130;
+        if (i < 3) {
+            c.layout = LAYOUT_PACKED;
+        } else {
+            c.layout = LAYOUT_PADDED;
+            c.b = 3;
+            switch (i % 4) {
+            case 0: c.q_varlen = 1, c.kv = KV_VARLEN, c.seqused = 1; break;
+            case 1: c.kv = KV_PAGED, c.page_size = 16, c.seqused = 1; break;
+            case 2: c.kv = KV_PAGED, c.page_size = 5, c.s_new = 3, c.s_q = 3, c.rot_dim = 32, c.rot_inter = 1; break;
+            default: c.s_new = 2, c.s_q = 2, c.rot_dim = c.d, c.alibi = 2, c.sinks = 1; break;
+            }
+        }
+        c.splits[0] = i % 3 ? 0 : 1;
+        run_case(g, &c);
+    }
+}
+
+/* Append with rotary (interleaved, half-split; rotary_dim < d and = d) into dense and paged caches. */
+static void sweep_append(group *g) {
+    int i = 0;
+    for (int cache = 0; cache < 3; cache++)
+        for (int rot = 0; rot < 5; rot++)
+            for (int sn = 0; sn < 2; sn++, i++) {
+                cfg c = cfg_base();
+                c.dt = DTYPES[i % 3];
+                c.b = 3;
+                set_heads(&c, i);
+                c.d = c.d_v = DIMS[i % 5];
+                c.kv = cache == 0 ? KV_DENSE : KV_PAGED;
+                c.page_size = cache == 1 ? 16 : 3;
+                c.s_k = 90;
+                c.s_new = sn ? 5 : 1;
+                c.s_q = c.s_new;
+                c.seqused = 1 + (i % 2);
+                c.causal = i % 3 != 0;
+                if (rot) {
+                    c.rot_inter = rot <= 2;
+                    c.rot_dim = rot % 2 ? c.d : c.d / 2;
+                    c.rot_f32 = i % 2;
+                }
+                c.splits[0] = i % 3 == 0 ? 1 : i % 3 == 1 ? 3 : 0;
+                run_case(g, &c);
+            }
+}
+
+/* Rows that see nothing: out exactly 0, lse -inf (or the sink). */
+static void sweep_masked(group *g) {
+    for (int t = 0; t < 3; t++)
+        for (int k = 0; k < 7; k++) {
+            cfg c = cfg_base();
+            c.dt = DTYPES[t];
+            set_heads(&c, k + t);
+            c.d = c.d_v = DIMS[(k + t) % 5];
+            switch (k) {
+            case 0: c.s_q = 40, c.s_k = 5, c.causal = 1; break;
+            case 1: c.s_q = 40, c.s_k = 5, c.wl = 2, c.wr = 1; break;
+            case 2: c.s_q = 30, c.s_k = 10, c.wl = 0, c.wr = 0; break;
+            case 3: c.s_q = 5, c.s_k = 20, c.seqused = 2, c.causal = 1, c.b = 3; break;
+            case 4: c.b = 3, c.s_q = 6, c.s_k = 50, c.kv = KV_VARLEN, c.causal = 1; break; /* sequence 0: no keys */
+            case 5: c.b = 2, c.s_q = 3, c.s_k = 50, c.kv = KV_PAGED, c.page_size = 7, c.seqused = 2; break;
+            default: c.s_q = 40, c.s_k = 5, c.causal = 1, c.sinks = 1; break;
+            }
+            run_case(g, &c);
+        }
+    /* s_k = 0 everywhere: seqused_k all zero */
+    cfg c = cfg_base();
+    c.s_q = 4, c.s_k = 8, c.seqused = 2, c.b = 1;
+    run_case(g, &c);
+}
+
+/* Cache rows past seqused_k hold NaN and unused page-table entries are -1: they must not be read. */
+static void sweep_unused(group *g) {
+    for (int k = 0; k < 6; k++) {
+        cfg c = cfg_base();
+        c.dt = DTYPES[k % 3];
+        c.b = 3;
+        c.nan_unused = 1;
+        c.seqused = 1;
+        c.s_q = 5;
+        c.s_k = 150;
+        c.causal = k % 2;
+        c.d = c.d_v = DIMS[k % 5];
+        switch (k) {
+        case 0: break;
+        case 1: c.kv = KV_VARLEN; break;
+        case 2: c.kv = KV_PAGED, c.page_size = 16; break;
+        case 3: c.kv = KV_PAGED, c.page_size = 1; break;
+        case 4: c.s_new = 3, c.s_q = 3, c.rot_dim = 64; break;
+        default: c.kv = KV_PAGED, c.page_size = 64, c.s_new = 5, c.s_q = 5; break;
+        }
+        c.nsplits = 2, c.splits[0] = 1, c.splits[1] = 0;
+        run_case(g, &c);
+    }
+}
+
+/* One thread and more threads than cores give the same answers. */
+static void sweep_threads(group *g) {
+    for (int k = 0; k < 4; k++) {
+        cfg c = cfg_base();
+        c.dt = DTYPES[k % 3];
+        c.threads = k % 2 ? 1 : 5;
+        c.b = 3;
+        c.s_q = 70, c.s_k = 190;
+        c.causal = 1;
+        c.kv = k < 2 ? KV_DENSE : KV_PAGED;
+        c.seqused = k >= 2;
+        c.nsplits = 2, c.splits[0] = 1, c.splits[1] = 0;
+        run_case(g, &c);
+    }
+}
+
+/* Random combinations of every axis at once (reproducible): catches interactions the sweeps miss. */
+static void sweep_mixed(group *g) {
+    static const int sq[6] = {1, 2, 5, 17, 64, 100}, sk[6] = {1, 3, 31, 64, 129, 250};
+    static const int sizes[5] = {1, 3, 16, 64, 256}, splits[5] = {1, 3, 0, 2, 5};
+    uint64_t r = 2024;
+    static const int heads[6][2] = {{2, 2}, {4, 2}, {3, 1}, {8, 1}, {6, 3}, {1, 1}};
+    for (int i = 0; i < 500; i++) {
+        cfg c = cfg_base();
+        c.dt = DTYPES[tu_randint(&r, 0, 2)];
+        int hh = tu_randint(&r, 0, 5);
+        c.h_q = heads[hh][0];
+        c.h_k = heads[hh][1];
+        c.d = DIMS[tu_randint(&r, 0, 4)];
+        c.d_v = tu_randint(&r, 0, 2) ? c.d : DIMS[tu_randint(&r, 0, 4)];
+        c.b = tu_randint(&r, 1, 5);
+        c.s_q = sq[tu_randint(&r, 0, 5)];
+        c.s_k = sk[tu_randint(&r, 0, 5)];
+        set_mask(&c, tu_randint(&r, 0, 3));
+        if (c.wr >= 0 && !c.causal) c.wl = tu_randint(&r, -1, 40), c.wr = tu_randint(&r, -1, 40);
+        c.softcap = tu_randint(&r, 0, 2) ? 0 : 2.0f;
+        c.scale = tu_randint(&r, 0, 4) ? 0 : 0.2f;
+        c.alibi = tu_randint(&r, 0, 2);
+        c.sinks = tu_randint(&r, 0, 3) == 0;
+        c.lse = tu_randint(&r, 0, 3) != 0;
+        c.kv = tu_randint(&r, 0, 2);
+        c.page_size = sizes[tu_randint(&r, 0, 4)];
+        c.q_varlen = tu_randint(&r, 0, 1);
+        c.seqused = tu_randint(&r, 0, 2);
+        if (c.kv != KV_VARLEN && !c.q_varlen && tu_randint(&r, 0, 3) == 0) {
+            c.s_new = tu_randint(&r, 1, 4);
+            if (c.s_k < c.s_new) c.s_k = c.s_new;
+            if (tu_randint(&r, 0, 1)) {
+                c.s_q = tu_randint(&r, 1, c.s_new); /* rotary: query positions >= 0 */
+                c.rot_dim = tu_randint(&r, 0, 1) ? c.d : c.d / 2;
+                c.rot_inter = tu_randint(&r, 0, 1);
+                c.rot_f32 = tu_randint(&r, 0, 1);
+            }
+        }
+        c.layout = tu_randint(&r, 0, 4) == 0 ? LAYOUT_PADDED : LAYOUT_CONTIG;
+        c.nan_unused = tu_randint(&r, 0, 5) == 0;
+        c.splits[0] = splits[tu_randint(&r, 0, 4)];
+        run_case(g, &c);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* fc_merge_states against a float64 merge                                                        */
+
+/* pad: rows of out_partial and out are dv + 8 elements apart (non-contiguous views). */
+static void merge_case(group *g, int n, int rows, int h, int dv, fc_dtype pdt, fc_dtype odt, int with_lse, int pad,
+                       uint64_t seed) {
+    uint64_t rng = seed;
+    char desc[120];
+    snprintf(desc, sizeof desc, "merge n%d rows%d h%d dv%d %s->%s%s%s", n, rows, h, dv, tu_dtype_name(pdt),
+             tu_dtype_name(odt), with_lse ? " lse" : "", pad ? " padded" : "");
+    int ds = dv + (pad ? 8 : 0);
+    size_t cnt = (size_t)n * rows * h;
+    void *op = malloc(cnt * ds * tu_esize(pdt)), *out = malloc((size_t)rows * h * ds * tu_esize(odt));
+    float *lp = malloc(cnt * sizeof(float)), *lse = malloc((size_t)rows * h * sizeof(float));
+    for (size_t i = 0; i < cnt * ds; i++) tu_store(op, pdt, (int64_t)i, tu_normal(&rng));
+    for (size_t i = 0; i < cnt; i++) lp[i] = (float)(3 * tu_normal(&rng));
+    for (int s = 0; s < n; s++)
+        for (int hh = 0; hh < h; hh++) {
+            lp[((size_t)s * rows + 0) * h + hh] = -INFINITY;                  /* row 0: all partials empty */
+            if (s > 0 && rows > 1) lp[((size_t)s * rows + 1) * h + hh] = -INFINITY; /* row 1: one left */
+        }
+    tu_poison(out, odt, (int64_t)rows * h * ds);
+    for (int i = 0; i < rows * h; i++) lse[i] = NAN;
+    fc_merge_args m;
+    memset(&m, 0, sizeof m);
+    m.out_partial = fc_tensor_4d(op, pdt, n, rows, h, ds);
+    m.lse_partial = fc_tensor_3d(lp, FC_FP32, n, rows, h);
+    m.out = fc_tensor_3d(out, odt, rows, h, ds);
+    m.out_partial.shape[3] = m.out.shape[2] = dv;
+    if (with_lse) m.lse = fc_tensor_2d(lse, FC_FP32, rows, h);
+    g->cases++;
+    fc_status st = fc_merge_states(&m, NULL);
+    int ok = tu_check(st == FC_OK, "%s: status %s: %s", desc, fc_status_string(st), fc_last_error());
+    group_note(g, ok, 0, desc);
+    if (ok) {
+        int64_t bad = 0, lbad = 0;
+        double worst = 0;
+        for (int r = 0; r < rows; r++)
+            for (int hh = 0; hh < h; hh++) {
+                double mx = -INFINITY, sum = 0;
+                for (int s = 0; s < n; s++) mx = fmax(mx, lp[((size_t)s * rows + r) * h + hh]);
+                for (int s = 0; s < n && mx > -INFINITY; s++) sum += exp(lp[((size_t)s * rows + r) * h + hh] - mx);
+                double L = mx > -INFINITY ? mx + log(sum) : -INFINITY;
+                for (int e = 0; e < dv; e++) {
+                    double ref = 0;
+                    for (int s = 0; s < n && L > -INFINITY; s++)
+                        ref += exp(lp[((size_t)s * rows + r) * h + hh] - L) *
+                               tu_load(op, pdt, (((int64_t)s * rows + r) * h + hh) * ds + e);
+                    double x = tu_load(out, odt, ((int64_t)r * h + hh) * ds + e);
+                    double tol = 2 * tu_eps(odt) * fabs(ref) + 1e-5;
+                    if (L == -INFINITY ? x != 0 : !(fabs(x - ref) <= tol)) bad++;
+                    if (fabs(x - ref) / tol > worst || isnan(x)) worst = isnan(x) ? INFINITY : fabs(x - ref) / tol;
+                }
+                if (with_lse) {
+                    double l = lse[r * h + hh];
+                    if (L == -INFINITY ? l != -INFINITY : !(fabs(l - L) <= 1e-4 * (1 + fabs(L)))) lbad++;
+                }
+            }
+        ok = tu_check(bad == 0, "%s: %lld bad out elements (worst err/tol %.3g)", desc, (long long)bad, worst);
+        group_note(g, ok, worst, desc);
+        if (with_lse) {
+            ok = tu_check(lbad == 0, "%s: %lld bad lse elements", desc, (long long)lbad);
+            group_note(g, ok, 0, desc);
+        }
+    }
+    free(op); free(out); free(lp); free(lse);
+}
+
+static void sweep_merge(group *g) {
+    static const int ns[4] = {1, 2, 3, 7};
+    int i = 0;
+    for (int p = 0; p < 3; p++)
+        for (int o = 0; o < 3; o++, i++)
+            merge_case(g, ns[i % 4], 5 + i, 1 + i % 3, i % 2 ? 64 : 128, DTYPES[p], DTYPES[o], i % 3 != 2, i % 4 == 1,
+                       777 + i);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef struct sweep {
+    const char *name;
+    void (*run)(group *);
+} sweep;
+
+int main(int argc, char **argv) {
+    static const sweep sweeps[] = {
+        {"core", sweep_core},       {"long", sweep_long},       {"d_v", sweep_dv},
+        {"alibi", sweep_alibi},     {"sinks", sweep_sinks},     {"varlen", sweep_varlen},
+        {"paged", sweep_paged},     {"splits", sweep_splits},   {"strides", sweep_strides},
+        {"append", sweep_append},   {"masked", sweep_masked},   {"unused", sweep_unused},
+        {"threads", sweep_threads}, {"mixed", sweep_mixed},     {"merge", sweep_merge},
+    };
+    const char *only = argc > 1 ? argv[1] : NULL; /* optional: run one group by name */
+    printf("test_cpu: flashc %s, %d threads\n", fc_version(), fc_get_num_threads());
+    double t0 = now_s();
+    for (size_t i = 0; i < sizeof sweeps / sizeof sweeps[0]; i++) {
+        if (only && strcmp(only, sweeps[i].name)) continue;
+        group g;
+        memset(&g, 0, sizeof g);
+        g.name = sweeps[i].name;
+        double t = now_s();
+        sweeps[i].run(&g);
+        group_print(&g, now_s() - t);
+    }
+    printf("worst ratio overall %.3f (pass <= 1), %.1fs\n", g_worst_ratio, now_s() - t0);
+    return tu_finish();
+}

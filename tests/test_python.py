@@ -1,0 +1,785 @@
+#!/usr/bin/env python3
+"""test_python.py — checks the flashc Python binding against an independent float64 numpy reference."""
+import ctypes
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import flashc  # noqa: E402
+from flashc import FlashcError  # noqa: E402
+
+# ------------------------------------------------------------------------------------------------
+# Reference (float64, one sequence at a time), written from the semantics in include/flashc.h.
+
+
+def round_bf16(x):
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+    return u.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+ROUND = {
+    "float16": lambda x: np.asarray(x).astype(np.float16).astype(np.float64),
+    "bfloat16": round_bf16,
+    "float32": lambda x: np.asarray(x).astype(np.float32).astype(np.float64),
+}
+
+
+def attn_ref(q, k, v, scale=None, softcap=0.0, alibi=None, causal=False, window=(-1, -1), sinks=None,
+             rnd=None, round_scores=False):
+    """q (s_q, h, d), k (s_k, h_k, d), v (s_k, h_k, d_v) → out (s_q, h, d_v), lse (h, s_q).
+    rnd: rounding of the kernel's precision steps (P before P·V, out; scores too if round_scores)."""
+    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    s_q, h, d = q.shape
+    s_k, h_k = k.shape[:2]
+    g = h // h_k
+    kk, vv = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)
+    x = (scale if scale is not None else 1.0 / math.sqrt(d)) * np.einsum("ihd,jhd->hij", q, kk)
+    if rnd is not None and round_scores:
+        x = rnd(x)
+    if softcap > 0:
+        x = softcap * np.tanh(x / softcap)
+    i = np.arange(s_q)[:, None] + (s_k - s_q)
+    j = np.arange(s_k)[None, :]
+    if alibi is not None:
+        x = x - np.asarray(alibi, np.float64)[:, None, None] * np.abs(i - j)[None]
+    wl, wr = window
+    wr = 0 if causal else wr
+    mask = np.ones((s_q, s_k), bool)
+    if wl >= 0:
+        mask &= j >= i - wl
+    if wr >= 0:
+        mask &= j <= i + wr
+    x = np.where(mask[None], x, -np.inf)
+    m = np.max(x, axis=2, keepdims=True, initial=-np.inf)
+    sink = None if sinks is None else np.asarray(sinks, np.float64)[:, None, None]
+    if sink is not None:
+        m = np.maximum(m, sink)
+    m = np.where(np.isfinite(m), m, 0.0)
+    p = np.exp(x - m)
+    l = p.sum(axis=2, keepdims=True) + (0.0 if sink is None else np.exp(sink - m))
+    pv = p if rnd is None else rnd(p)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(l > 0, np.einsum("hij,jhd->hid", pv, vv) / l, 0.0).transpose(1, 0, 2)
+        lse = np.where(l[..., 0] > 0, np.log(l[..., 0]) + m[..., 0], -np.inf)
+    return (out if rnd is None else rnd(out)), lse
+
+
+def rotate(x, cos, sin, pos, interleaved):
+    """x (n, h, d) rotated at positions pos (n,) with tables (max_pos, rd/2), as flashc.h describes."""
+    x = np.asarray(x, np.float64)
+    rd = 2 * cos.shape[1]
+    c = np.asarray(cos, np.float64)[pos][:, None, :]
+    s = np.asarray(sin, np.float64)[pos][:, None, :]
+    y = x.copy()
+    i1, i2 = (slice(0, rd, 2), slice(1, rd, 2)) if interleaved else (slice(0, rd // 2), slice(rd // 2, rd))
+    y[..., i1] = x[..., i1] * c - x[..., i2] * s
+    y[..., i2] = x[..., i1] * s + x[..., i2] * c
+    return y
+
+
+def rotary_tables(max_pos, rd):
+    inv = 1.0 / 10000 ** (np.arange(0, rd, 2) / rd)
+    ang = np.arange(max_pos)[:, None] * inv[None, :]
+    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+
+
+def ref_pair(dtype, seqs, **kw):
+    """Reference of several sequences [(q, k, v, per-seq kwargs)]: (out64, lse64), (outlow, lselow).
+    Outputs are lists per sequence."""
+    r64, rlow = [], []
+    for q, k, v, extra in seqs:
+        r64.append(attn_ref(q, k, v, **kw, **extra))
+        rlow.append(attn_ref(q, k, v, **kw, **extra, rnd=ROUND[dtype], round_scores=dtype == "float32"))
+    return r64, rlow
+
+
+# ------------------------------------------------------------------------------------------------
+# Comparison
+
+
+def to64(x):
+    if type(x).__module__.startswith("torch"):
+        return x.detach().float().cpu().numpy().astype(np.float64)
+    return np.asarray(x, np.float64)
+
+
+def max_abs(a, b):
+    if a.size == 0:
+        return 0.0
+    d = np.abs(a - b)
+    return float(np.inf) if np.isnan(d).any() else float(d.max())
+
+
+def compare_out(out, ref64, reflow):
+    """FlashAttention's rule: max|out − ref64| ≤ 2·max|ref_lowp − ref64| + 1e-5."""
+    out = to64(out)
+    err, tol = max_abs(out, ref64), 2 * max_abs(reflow, ref64) + 1e-5
+    return err <= tol, "out err=%.2e tol=%.2e ratio=%.2f" % (err, tol, err / tol)
+
+
+def compare_lse(lse, ref, tol=1e-4, reflow=None):
+    """-inf rows equal; finite ones within tol, or the FA rule where a low-precision lse is given."""
+    lse = to64(lse)
+    inf_ok = np.array_equal(np.isneginf(lse), np.isneginf(ref))
+    fin = np.isfinite(ref)
+    err = max_abs(lse[fin], ref[fin]) if inf_ok else float("inf")
+    if reflow is not None:
+        tol = max(tol, 2 * max_abs(reflow[fin], ref[fin]) + 1e-5)
+    return inf_ok and err <= tol, "lse err=%.2e tol=%.2e%s" % (err, tol, "" if inf_ok else " (-inf rows differ)")
+
+
+def combine(*results):
+    return all(ok for ok, _ in results), "; ".join(msg for _, msg in results)
+
+
+# ------------------------------------------------------------------------------------------------
+# Inputs
+
+
+def np_dtype(dtype):
+    """numpy dtype of a name; 'bfloat16' needs ml_dtypes."""
+    if dtype == "bfloat16":
+        import ml_dtypes
+        return ml_dtypes.bfloat16
+    return np.dtype(dtype)
+
+
+def randn(rng, shape, dtype):
+    return rng.standard_normal(shape).astype(np_dtype(dtype) if isinstance(dtype, str) else dtype)
+
+
+def cu(lens):
+    return np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+
+
+def paginate(rng, seqs, page_size, dtype):
+    """Scatters per-sequence rows [(n_i, h_k, d)] into a shuffled paged cache; returns cache, table."""
+    b = len(seqs)
+    max_pages = max(1, max(-(-len(s) // page_size) for s in seqs))
+    num_pages = b * max_pages + 3
+    table = rng.permutation(num_pages)[: b * max_pages].reshape(b, max_pages).astype(np.int32)
+    cache = randn(rng, (num_pages, page_size) + seqs[0].shape[1:], dtype)
+    for i, s in enumerate(seqs):
+        j = np.arange(len(s))
+        cache[table[i, j // page_size], j % page_size] = s
+    return cache, table
+
+
+def gather(cache, table, i, n):
+    j = np.arange(n)
+    ps = cache.shape[1]
+    return cache[table[i, j // ps], j % ps]
+
+
+# ------------------------------------------------------------------------------------------------
+# Checks: each returns (ok, message).
+
+CHECKS = []
+SKIPS = []
+
+
+def check(name):
+    def register(fn):
+        CHECKS.append((name, fn))
+        return fn
+    return register
+
+
+def add(name, fn, *args, **kw):
+    CHECKS.append((name, lambda: fn(*args, **kw)))
+
+
+@check("struct layout matches flashc.h (C compiler)")
+def check_layout():
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None, "no C compiler"
+    from flashc._lib import FcAttnArgs, FcMergeArgs, FcTensor
+    structs = {"fc_tensor": FcTensor, "fc_attn_args": FcAttnArgs, "fc_merge_args": FcMergeArgs}
+    lines = ['printf("%s %%zu\\n", sizeof(%s));' % (s, s) for s in structs]
+    for s, cls in structs.items():
+        lines += ['printf("%s.%s %%zu\\n", offsetof(%s, %s));' % (s, f, s, f) for f, _ in cls._fields_]
+    src = "#include <stdio.h>\n#include <stddef.h>\n#include \"flashc.h\"\nint main(void){%s return 0;}\n" % "".join(lines)
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "l.c"), "w") as f:
+            f.write(src)
+        exe = os.path.join(tmp, "l")
+        subprocess.run([cc, "-std=c11", "-I", os.path.join(ROOT, "include"), f.name, "-o", exe], check=True)
+        want = dict(line.split() for line in subprocess.run([exe], capture_output=True, text=True).stdout.splitlines())
+    got = {s: ctypes.sizeof(c) for s, c in structs.items()}
+    got.update({"%s.%s" % (s, f): getattr(c, f).offset for s, c in structs.items() for f, _ in c._fields_})
+    bad = [k for k in want if int(want[k]) != got[k]]
+    return not bad, "%d sizes/offsets compared%s" % (len(want), (", differ: %s" % bad) if bad else "")
+
+
+@check("version, cuda_available, threads")
+def check_misc():
+    v = flashc.version()
+    ok = re.fullmatch(r"\d+\.\d+\.\d+", v) is not None and isinstance(flashc.cuda_available(), bool)
+    flashc.set_num_threads(2)
+    ok = ok and flashc.get_num_threads() == 2
+    flashc.set_num_threads(0)
+    return ok and flashc.get_num_threads() >= 1, "version %s, cuda %s" % (v, flashc.cuda_available())
+
+
+def dense_case(dtype, b=2, s_q=37, s_k=53, h=4, h_k=4, d=64, d_v=None, seed=0, alibi_shape=None,
+               use_sinks=False, num_splits=0, lse=True, **kw):
+    """flash_attn_func on random inputs against the reference."""
+    rng = np.random.default_rng(seed)
+    d_v = d_v or d
+    q, k, v = randn(rng, (b, s_q, h, d), dtype), randn(rng, (b, s_k, h_k, d), dtype), randn(rng, (b, s_k, h_k, d_v), dtype)
+    alibi = None if alibi_shape is None else rng.uniform(0.05, 0.5, alibi_shape).astype(np.float32)
+    sinks = rng.standard_normal(h).astype(np.float32) if use_sinks else None
+    res = flashc.flash_attn_func(q, k, v, alibi_slopes=alibi, sinks=sinks, num_splits=num_splits,
+                                 return_attn_probs=lse, **_fa_kw(kw))
+    out = res[0] if lse else res
+    if not isinstance(out, np.ndarray) or out.dtype != q.dtype or out.shape != (b, s_q, h, d_v):
+        return False, "out is %r %s" % (type(out), getattr(out, "shape", None))
+    seqs = [(q[i], k[i], v[i], {"alibi": _alibi_row(alibi, i)}) for i in range(b)]
+    r64, rlow = ref_pair(dtype, seqs, sinks=sinks, **_ref_kw(kw))
+    result = compare_out(out, np.stack([r[0] for r in r64]), np.stack([r[0] for r in rlow]))
+    if lse:
+        result = combine(result, compare_lse(res[1], np.stack([r[1] for r in r64])))
+        result = combine(result, (res[2] is None, "S_dmask None"))
+    return result
+
+
+def _alibi_row(alibi, i):
+    if alibi is None:
+        return None
+    return alibi if alibi.ndim == 1 else alibi[i]
+
+
+def _fa_kw(kw):
+    """Keyword arguments of the flashc call (softmax_scale, causal, window_size, softcap)."""
+    return {k: v for k, v in kw.items() if k in ("softmax_scale", "causal", "window_size", "softcap")}
+
+
+def _ref_kw(kw):
+    m = {"softmax_scale": "scale", "causal": "causal", "window_size": "window", "softcap": "softcap"}
+    return {m[k]: v for k, v in kw.items() if k in m}
+
+
+for _dt in ("float16", "float32"):
+    add("dense %s MHA" % _dt, dense_case, _dt)
+    add("dense %s MHA out only" % _dt, dense_case, _dt, lse=False)
+    add("dense %s GQA causal" % _dt, dense_case, _dt, s_q=70, s_k=70, h=8, h_k=2, causal=True, seed=1)
+    add("dense %s causal s_q > s_k (empty rows)" % _dt, dense_case, _dt, s_q=20, s_k=9, causal=True, seed=2)
+    add("dense %s causal s_q < s_k" % _dt, dense_case, _dt, s_q=5, s_k=77, causal=True, seed=3)
+    add("dense %s window (16, 4)" % _dt, dense_case, _dt, s_q=40, s_k=90, window_size=(16, 4), seed=4)
+    add("dense %s causal + window left 8" % _dt, dense_case, _dt, s_q=33, s_k=33, causal=True, window_size=(8, -1), seed=5)
+    add("dense %s softcap 5 + scale 0.3" % _dt, dense_case, _dt, softcap=5.0, softmax_scale=0.3, seed=6)
+    add("dense %s alibi (h) causal" % _dt, dense_case, _dt, alibi_shape=(4,), causal=True, seed=7)
+    add("dense %s alibi (b, h)" % _dt, dense_case, _dt, alibi_shape=(2, 4), seed=8)
+    add("dense %s sinks MQA" % _dt, dense_case, _dt, h=6, h_k=1, use_sinks=True, seed=9)
+    add("dense %s sinks causal s_q > s_k" % _dt, dense_case, _dt, s_q=12, s_k=4, use_sinks=True, causal=True, seed=10)
+    add("dense %s d=128 d_v=64" % _dt, dense_case, _dt, d=128, d_v=64, seed=11)
+    add("dense %s d=96 s=1" % _dt, dense_case, _dt, s_q=1, s_k=1, d=96, seed=12)
+    add("dense %s num_splits=1" % _dt, dense_case, _dt, s_k=300, num_splits=1, seed=13)
+    add("dense %s num_splits=3 causal" % _dt, dense_case, _dt, s_q=3, s_k=300, num_splits=3, causal=True, seed=14)
+
+
+try:
+    np_dtype("bfloat16")
+    add("dense numpy bfloat16 (ml_dtypes) GQA causal", dense_case, "bfloat16", h=8, h_k=2, causal=True, seed=15)
+    add("varlen numpy bfloat16 (ml_dtypes) paged 16", lambda: varlen_case("bfloat16", [3, 9], [20, 33], page_size=16))
+except ImportError:
+    SKIPS.append("numpy bfloat16 checks (ml_dtypes is not importable)")
+
+
+@check("dense float16 strided q (packed qkv) and non-contiguous k")
+def check_strided():
+    rng = np.random.default_rng(20)
+    b, s, h, d = 2, 19, 4, 64
+    qkv = randn(rng, (b, s, 3, h, d), np.float16)
+    q, v = qkv[:, :, 0], qkv[:, :, 2]
+    k = np.ascontiguousarray(qkv[:, :, 1].swapaxes(-1, -2)).swapaxes(-1, -2)  # last-dim stride != 1
+    out, lse, _ = flashc.flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+    seqs = [(q[i], k[i], v[i], {}) for i in range(b)]
+    r64, rlow = ref_pair("float16", seqs, causal=True)
+    return combine(compare_out(out, np.stack([r[0] for r in r64]), np.stack([r[0] for r in rlow])),
+                   compare_lse(lse, np.stack([r[1] for r in r64])))
+
+
+@check("empty batches: dense s_q = 0 and varlen total_q = 0")
+def check_empty():
+    rng = np.random.default_rng(22)
+    k = randn(rng, (2, 5, 2, 64), np.float16)
+    out, lse, _ = flashc.flash_attn_func(np.ones((2, 0, 2, 64), np.float16), k, k, return_attn_probs=True)
+    kv = randn(rng, (5, 2, 64), np.float16)
+    vout, vlse, _ = flashc.flash_attn_varlen_func(np.ones((0, 2, 64), np.float16), kv, kv, [0, 0, 0], [0, 2, 5], 0, 3,
+                                                  return_attn_probs=True)
+    ok = out.shape == (2, 0, 2, 64) and lse.shape == (2, 2, 0) and vout.shape == (0, 2, 64) and vlse.shape == (2, 0)
+    return ok, "shapes %s %s %s %s" % (out.shape, lse.shape, vout.shape, vlse.shape)
+
+
+@check("dense float32 one thread equals default threads")
+def check_threads():
+    rng = np.random.default_rng(21)
+    q, k, v = (randn(rng, (2, 64, 4, 64), np.float32) for _ in range(3))
+    flashc.set_num_threads(1)
+    try:
+        one = flashc.flash_attn_func(q, k, v, causal=True, num_splits=1)
+    finally:
+        flashc.set_num_threads(0)
+    many = flashc.flash_attn_func(q, k, v, causal=True, num_splits=1)
+    err = max_abs(to64(one), to64(many))
+    return err <= 1e-6, "max diff %.2e" % err
+
+
+# ---------------------------------------------------------------- varlen
+
+
+def varlen_case(dtype, q_lens, k_lens, h=4, h_k=2, d=64, seed=30, page_size=None, use_sinks=False,
+                alibi_bh=False, pass_seqused=False, **kw):
+    """flash_attn_varlen_func (packed or paged k/v) against the reference."""
+    rng = np.random.default_rng(seed)
+    b = len(q_lens)
+    q = randn(rng, (sum(q_lens), h, d), dtype)
+    ks = [randn(rng, (n, h_k, d), dtype) for n in k_lens]
+    vs = [randn(rng, (n, h_k, d), dtype) for n in k_lens]
+    alibi = rng.uniform(0.05, 0.5, (b, h)).astype(np.float32) if alibi_bh else None
+    sinks = rng.standard_normal(h).astype(np.float32) if use_sinks else None
+    cq, ck = cu(q_lens), cu(k_lens)
+    extra = {}
+    if page_size is None:
+        k, v = np.concatenate(ks), np.concatenate(vs)
+    else:
+        k, table = paginate(rng, ks, page_size, dtype)
+        v = _repage(randn(rng, k.shape, dtype), table, vs)
+        extra["block_table"] = table
+        if pass_seqused:
+            extra["seqused_k"] = np.array(k_lens, np.int32)
+            ck = cu([n + 5 for n in k_lens])  # ignored when seqused_k is given
+    out, lse, _ = flashc.flash_attn_varlen_func(q, k, v, cq, ck, max(q_lens), max(k_lens), alibi_slopes=alibi,
+                                                sinks=sinks, return_attn_probs=True, **_fa_kw(kw), **extra)
+    seqs = [(q[cq[i]:cq[i + 1]], ks[i], vs[i], {"alibi": _alibi_row(alibi, i)}) for i in range(b)]
+    r64, rlow = ref_pair(dtype, seqs, sinks=sinks, **_ref_kw(kw))
+    ok_shape = out.shape == (sum(q_lens), h, d) and lse.shape == (h, sum(q_lens))
+    return combine((ok_shape, "shapes"),
+                   compare_out(out, np.concatenate([r[0] for r in r64]), np.concatenate([r[0] for r in rlow])),
+                   compare_lse(lse, np.concatenate([r[1] for r in r64], axis=1)))
+
+
+for _dt in ("float16", "float32"):
+    add("varlen %s with empty q and k sequences" % _dt, varlen_case, _dt, [5, 0, 17, 9], [12, 7, 0, 30])
+    add("varlen %s causal" % _dt, varlen_case, _dt, [5, 0, 17, 9], [12, 7, 9, 30], causal=True, seed=31)
+    add("varlen %s window + softcap + alibi (b, h)" % _dt, varlen_case, _dt, [8, 20, 1], [40, 20, 65],
+        window_size=(10, 2), softcap=3.0, alibi_bh=True, seed=32)
+    add("varlen %s sinks causal" % _dt, varlen_case, _dt, [7, 3], [4, 50], causal=True, use_sinks=True, seed=33)
+    for _ps in (1, 16):
+        add("varlen %s paged page_size %d causal" % (_dt, _ps), varlen_case, _dt, [4, 3, 0, 6], [30, 1, 17, 40],
+            page_size=_ps, causal=True, seed=34 + _ps)
+    add("varlen %s paged page_size 3 with seqused_k" % _dt, varlen_case, _dt, [2, 5], [11, 20], page_size=3,
+        pass_seqused=True, seed=36)
+
+
+# ---------------------------------------------------------------- kv cache
+
+
+def kvcache_case(dtype, seqlens, s_new, s_q, cap=48, h=4, h_k=2, d=64, rd=None, interleaved=True, page_size=None,
+                 seed=50, **kw):
+    """flash_attn_with_kvcache with append (and rotary when rd): out, lse and the cache written in place."""
+    rng = np.random.default_rng(seed)
+    b = len(seqlens)
+    q = randn(rng, (b, s_q, h, d), dtype)
+    k_log, v_log = randn(rng, (b, cap, h_k, d), dtype), randn(rng, (b, cap, h_k, d), dtype)
+    k_new, v_new = randn(rng, (b, s_new, h_k, d), dtype), randn(rng, (b, s_new, h_k, d), dtype)
+    cos, sin = rotary_tables(cap, rd) if rd else (None, None)
+    if page_size is None:
+        k_cache, v_cache, table = k_log.copy(), v_log.copy(), None
+    else:
+        k_cache, table = paginate(rng, list(k_log), page_size, dtype)
+        v_cache = _repage(randn(rng, k_cache.shape, dtype), table, v_log)
+    before = (k_cache.copy(), v_cache.copy())
+    out, lse = flashc.flash_attn_with_kvcache(
+        q, k_cache, v_cache, k_new, v_new, rotary_cos=cos, rotary_sin=sin, cache_seqlens=np.array(seqlens),
+        block_table=table, rotary_interleaved=interleaved, return_softmax_lse=True, **_fa_kw(kw))
+    seqs64, seqslow, new_rows = [], [], []
+    for i, n0 in enumerate(seqlens):
+        n = n0 + s_new
+        kn = rotate(k_new[i], cos, sin, n0 + np.arange(s_new), interleaved) if rd else k_new[i].astype(np.float64)
+        qr = rotate(q[i], cos, sin, n - s_q + np.arange(s_q), interleaved) if rd else q[i].astype(np.float64)
+        rnd = ROUND[dtype]
+        seqs64.append((qr, np.concatenate([k_log[i, :n0], kn]), np.concatenate([v_log[i, :n0], v_new[i]]), {}))
+        seqslow.append((rnd(qr), np.concatenate([k_log[i, :n0], rnd(kn)]), seqs64[-1][2], {}))
+        new_rows.append(kn)
+    r64 = [attn_ref(*s[:3], **_ref_kw(kw)) for s in seqs64]
+    rlow = [attn_ref(*s[:3], **_ref_kw(kw), rnd=ROUND[dtype], round_scores=dtype == "float32") for s in seqslow]
+    return combine(compare_out(out, np.stack([r[0] for r in r64]), np.stack([r[0] for r in rlow])),
+                   compare_lse(lse, np.stack([r[1] for r in r64]), reflow=np.stack([r[1] for r in rlow])),
+                   cache_written(dtype, k_cache, v_cache, before, table, seqlens, new_rows, v_new))
+
+
+def _repage(v_cache, table, v_log):
+    """Writes per-sequence rows v_log into pages v_cache along table (k's page table)."""
+    ps = v_cache.shape[1]
+    for i in range(len(v_log)):
+        j = np.arange(len(v_log[i]))
+        v_cache[table[i, j // ps], j % ps] = v_log[i]
+    return v_cache
+
+
+def cache_written(dtype, k_cache, v_cache, before, table, seqlens, new_rows, v_new):
+    """New rows hold (rotated) k_new / v_new; every other element is unchanged."""
+    k_exp, v_exp = before[0].astype(np.float64), before[1].astype(np.float64)
+    k_tol = 1e-6
+    for i, n0 in enumerate(seqlens):
+        j = n0 + np.arange(len(new_rows[i]))
+        idx = (i, j) if table is None else (table[i, j // k_cache.shape[1]], j % k_cache.shape[1])
+        k_exp[idx] = new_rows[i]
+        v_exp[idx] = v_new[i]
+        k_tol = max(k_tol, 2 * max_abs(ROUND[dtype](new_rows[i]), new_rows[i]) + 1e-6)
+    k_err, v_err = max_abs(to64(k_cache), k_exp), max_abs(to64(v_cache), v_exp)
+    return k_err <= k_tol and v_err == 0, "cache k err=%.2e tol=%.2e, v err=%.2e" % (k_err, k_tol, v_err)
+
+
+for _dt in ("float16", "float32"):
+    add("kvcache %s dense append, rotary interleaved full d, causal" % _dt, kvcache_case, _dt, [10, 0, 40], 1, 1,
+        rd=64, interleaved=True, causal=True)
+    add("kvcache %s dense append, rotary half-split rd=32, causal" % _dt, kvcache_case, _dt, [10, 0, 40], 3, 3,
+        rd=32, interleaved=False, causal=True, seed=51)
+    add("kvcache %s dense append s_q=2 < s_new=4, no rotary, window" % _dt, kvcache_case, _dt, [5, 30], 4, 2,
+        window_size=(6, 0), softcap=4.0, seed=52)
+    add("kvcache %s paged 16 append, rotary half-split, causal" % _dt, kvcache_case, _dt, [5, 33, 0], 2, 2,
+        rd=64, interleaved=False, page_size=16, causal=True, seed=53)
+    add("kvcache %s paged 1 append, rotary interleaved" % _dt, kvcache_case, _dt, [7, 12], 1, 1,
+        rd=32, interleaved=True, page_size=1, seed=54)
+
+
+def kvcache_noappend_case(dtype, cache_seqlens, seed=60, **kw):
+    """Attention over the cache as is: cache_seqlens an int, an array, or None (whole cache)."""
+    rng = np.random.default_rng(seed)
+    b, cap, h, h_k, d, s_q = 2, 40, 4, 4, 64, 3
+    q = randn(rng, (b, s_q, h, d), dtype)
+    k_cache, v_cache = randn(rng, (b, cap, h_k, d), dtype), randn(rng, (b, cap, h_k, d), dtype)
+    out = flashc.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=cache_seqlens, **_fa_kw(kw))
+    lens = [cap] * b if cache_seqlens is None else list(np.broadcast_to(np.asarray(cache_seqlens), (b,)))
+    seqs = [(q[i], k_cache[i, :lens[i]], v_cache[i, :lens[i]], {}) for i in range(b)]
+    r64, rlow = ref_pair(dtype, seqs, **_ref_kw(kw))
+    return compare_out(out, np.stack([r[0] for r in r64]), np.stack([r[0] for r in rlow]))
+
+
+add("kvcache float16 no append, cache_seqlens int, window", kvcache_noappend_case, "float16", 21, window_size=(5, 5))
+add("kvcache float16 no append, cache_seqlens list, causal", kvcache_noappend_case, "float16", [3, 40], causal=True)
+add("kvcache float32 no append, whole cache, softcap", kvcache_noappend_case, "float32", None, softcap=2.0)
+
+
+# ---------------------------------------------------------------- merge
+
+
+def merge_ref(op, lp):
+    op, lp = np.asarray(op, np.float64), np.asarray(lp, np.float64)
+    m = np.max(lp, axis=0)
+    m = np.where(np.isfinite(m), m, 0.0)
+    w = np.exp(lp - m)
+    s = w.sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(s[..., None] > 0, np.einsum("nrh,nrhd->rhd", w, op) / s[..., None], 0.0)
+        lse = np.where(s > 0, np.log(s) + m, -np.inf)
+    return out, lse
+
+
+def merge_case(dtype):
+    rng = np.random.default_rng(70)
+    n, rows, h, d_v = 3, 5, 4, 64
+    op = randn(rng, (n, rows, h, d_v), dtype)
+    lp = (2 * rng.standard_normal((n, rows, h))).astype(np.float32)
+    lp[0, 0, :] = -np.inf
+    lp[:, 1, 2] = -np.inf
+    out, lse = flashc.merge_states(op, lp)
+    ref_out, ref_lse = merge_ref(op, lp)
+    return combine((out.dtype == op.dtype and out.shape == (rows, h, d_v), "dtype/shape"),
+                   compare_out(out, ref_out, ROUND[dtype](ref_out)), compare_lse(lse, ref_lse, 1e-5))
+
+
+add("merge_states float32 (with -inf partials)", merge_case, "float32")
+add("merge_states float16 (with -inf partials)", merge_case, "float16")
+
+
+@check("merge_states of two key halves equals full attention (float32)")
+def check_merge_split():
+    rng = np.random.default_rng(71)
+    b, s_q, s_k, h, d = 2, 9, 100, 4, 64
+    q, k, v = randn(rng, (b, s_q, h, d), np.float32), randn(rng, (b, s_k, h, d), np.float32), randn(rng, (b, s_k, h, d), np.float32)
+    parts = [flashc.flash_attn_func(q, k[:, a:e], v[:, a:e], return_attn_probs=True) for a, e in ((0, 40), (40, s_k))]
+    op = np.stack([p[0].reshape(b * s_q, h, d) for p in parts])
+    lp = np.stack([p[1].transpose(0, 2, 1).reshape(b * s_q, h) for p in parts])
+    out, lse = flashc.merge_states(op, lp)
+    seqs = [(q[i], k[i], v[i], {}) for i in range(b)]
+    r64, rlow = ref_pair("float32", seqs)
+    ref_out = np.stack([r[0] for r in r64]).reshape(b * s_q, h, d)
+    ref_lse = np.stack([r[1] for r in r64]).transpose(0, 2, 1).reshape(b * s_q, h)
+    return combine(compare_out(out, ref_out, np.stack([r[0] for r in rlow]).reshape(b * s_q, h, d)),
+                   compare_lse(lse, ref_lse))
+
+
+# ---------------------------------------------------------------- errors
+
+
+def raises(exc, arg, fn, *args, **kw):
+    """fn must raise exc whose message names arg (a word of the message before its first ':')."""
+    try:
+        fn(*args, **kw)
+    except exc as e:
+        msg = getattr(e, "message", None) or str(e)
+        named = arg is None or arg in str(e)
+        if isinstance(e, FlashcError):
+            named = arg is None or arg in re.findall(r"[A-Za-z_]+", msg.split(":")[0])
+        return named, "%s: %s" % (type(e).__name__, e)
+    except Exception as e:  # noqa: BLE001
+        return False, "raised %s instead of %s: %s" % (type(e).__name__, exc.__name__, e)
+    return False, "did not raise %s" % exc.__name__
+
+
+def _qkv(rng, q_shape, k_shape, dtype=np.float16):
+    return randn(rng, q_shape, dtype), randn(rng, k_shape, dtype), randn(rng, k_shape, dtype)
+
+
+@check("error: h_k not dividing h_q names k")
+def check_err_heads():
+    q, k, v = _qkv(np.random.default_rng(80), (1, 4, 8, 64), (1, 4, 3, 64))
+    return raises(FlashcError, "k", flashc.flash_attn_func, q, k, v)
+
+
+@check("error: q with 3 dims in flash_attn_func names q")
+def check_err_ndim():
+    q, k, v = _qkv(np.random.default_rng(81), (4, 8, 64), (1, 4, 8, 64))
+    return raises(FlashcError, "q", flashc.flash_attn_func, q, k, v)
+
+
+@check("error: unsupported head dim 48 names q")
+def check_err_headdim():
+    q, k, v = _qkv(np.random.default_rng(82), (1, 4, 2, 48), (1, 4, 2, 48))
+    return raises(FlashcError, "q", flashc.flash_attn_func, q, k, v)
+
+
+@check("error: k dtype differs from q names k")
+def check_err_dtype():
+    rng = np.random.default_rng(83)
+    q, k, v = randn(rng, (1, 4, 2, 64), np.float16), randn(rng, (1, 4, 2, 64), np.float32), randn(rng, (1, 4, 2, 64), np.float16)
+    return raises(FlashcError, "k", flashc.flash_attn_func, q, k, v)
+
+
+@check("error: float64 q names q")
+def check_err_f64():
+    q, k, v = _qkv(np.random.default_rng(84), (1, 4, 2, 64), (1, 4, 2, 64), np.float64)
+    return raises(FlashcError, "q", flashc.flash_attn_func, q, k, v)
+
+
+@check("error: decreasing cu_seqlens_q names cu_seqlens_q")
+def check_err_cu():
+    q, k, v = _qkv(np.random.default_rng(85), (10, 2, 64), (10, 2, 64))
+    return raises(FlashcError, "cu_seqlens_q", flashc.flash_attn_varlen_func, q, k, v,
+                  np.array([0, 6, 4, 10]), np.array([0, 3, 6, 10]), 6, 4)
+
+
+@check("error: dropout_p raises ValueError")
+def check_err_dropout():
+    q, k, v = _qkv(np.random.default_rng(86), (1, 4, 2, 64), (1, 4, 2, 64))
+    return raises(ValueError, "dropout", flashc.flash_attn_func, q, k, v, dropout_p=0.1)
+
+
+@check("error: cache_batch_idx / cache_leftpad raise NotImplementedError")
+def check_err_notimpl():
+    q, kc, vc = _qkv(np.random.default_rng(87), (2, 1, 2, 64), (2, 8, 2, 64))
+    return combine(raises(NotImplementedError, "cache_batch_idx", flashc.flash_attn_with_kvcache, q, kc, vc,
+                          cache_seqlens=4, cache_batch_idx=np.array([1, 0], np.int32)),
+                   raises(NotImplementedError, "cache_leftpad", flashc.flash_attn_with_kvcache, q, kc, vc,
+                          cache_seqlens=4, cache_leftpad=np.array([0, 0], np.int32)))
+
+
+@check("error: appending without cache_seqlens names cache_seqlens")
+def check_err_seqlens():
+    rng = np.random.default_rng(88)
+    q, kc, vc = _qkv(rng, (2, 1, 2, 64), (2, 8, 2, 64))
+    kn, vn = randn(rng, (2, 1, 2, 64), np.float16), randn(rng, (2, 1, 2, 64), np.float16)
+    return raises(FlashcError, "cache_seqlens", flashc.flash_attn_with_kvcache, q, kc, vc, kn, vn)
+
+
+@check("error: kvcache messages use its argument names (k_cache, k, cache_seqlens, block_table)")
+def check_err_kvnames():
+    rng = np.random.default_rng(91)
+    q = randn(rng, (2, 1, 4, 64), np.float16)
+    kc, vc = randn(rng, (2, 8, 2, 64), np.float16), randn(rng, (2, 8, 2, 64), np.float16)
+    bad_kc = randn(rng, (2, 8, 3, 64), np.float16)
+    kn, vn = randn(rng, (2, 1, 2, 32), np.float16), randn(rng, (2, 1, 2, 64), np.float16)
+    pages = randn(rng, (5, 4, 2, 64), np.float16)
+    return combine(raises(FlashcError, "k_cache", flashc.flash_attn_with_kvcache, q, bad_kc, bad_kc, cache_seqlens=4),
+                   raises(FlashcError, "k", flashc.flash_attn_with_kvcache, q, kc, vc, kn, vn, cache_seqlens=2),
+                   raises(FlashcError, "cache_seqlens", flashc.flash_attn_with_kvcache, q, kc, vc, cache_seqlens=[2, 9]),
+                   raises(FlashcError, "block_table", flashc.flash_attn_with_kvcache, q, pages, pages,
+                          block_table=[[0, 1], [2, 7]], cache_seqlens=6))
+
+
+@check("error: failed append (rotary table too short) leaves the cache untouched")
+def check_err_nowrite():
+    rng = np.random.default_rng(89)
+    q, kc, vc = _qkv(rng, (2, 1, 2, 64), (2, 16, 2, 64))
+    kn, vn = randn(rng, (2, 1, 2, 64), np.float16), randn(rng, (2, 1, 2, 64), np.float16)
+    cos, sin = rotary_tables(4, 64)
+    k0, v0 = kc.copy(), vc.copy()
+    ok = raises(FlashcError, "rotary_cos", flashc.flash_attn_with_kvcache, q, kc, vc, kn, vn, rotary_cos=cos,
+                rotary_sin=sin, cache_seqlens=np.array([2, 9], np.int32))
+    return combine(ok, (np.array_equal(kc, k0) and np.array_equal(vc, v0), "cache unchanged"))
+
+
+@check("error: read-only k_cache with append names k_cache")
+def check_err_readonly():
+    rng = np.random.default_rng(90)
+    q, kc, vc = _qkv(rng, (1, 1, 2, 64), (1, 8, 2, 64))
+    kc.flags.writeable = False
+    kn, vn = randn(rng, (1, 1, 2, 64), np.float16), randn(rng, (1, 1, 2, 64), np.float16)
+    return raises(FlashcError, "k_cache", flashc.flash_attn_with_kvcache, q, kc, vc, kn, vn, cache_seqlens=2)
+
+
+@check("error: set_num_threads(-1) raises FlashcError")
+def check_err_threads():
+    return raises(FlashcError, None, flashc.set_num_threads, -1)
+
+
+# ---------------------------------------------------------------- torch (CPU tensors), when importable
+
+
+def torch_checks(torch, device):
+    """A few checks with torch tensors on device ('cpu' or 'cuda'): dtypes, in-place cache, outputs' device."""
+    def tt(a, dtype):
+        return torch.from_numpy(np.ascontiguousarray(a, np.float32)).to(device=device, dtype=dtype)
+
+    def same_kind(out, dt):
+        return isinstance(out, torch.Tensor) and out.dtype == dt and out.device.type == device
+
+    def dense(dt_name, causal):
+        rng = np.random.default_rng(100)
+        b, s_q, s_k, h, h_k, d = 2, 17, 40, 8, 2, 64
+        dt = getattr(torch, dt_name)
+        q, k, v = (tt(rng.standard_normal(s), dt) for s in ((b, s_q, h, d), (b, s_k, h_k, d), (b, s_k, h_k, d)))
+        k_nc = k.transpose(-1, -2).contiguous().transpose(-1, -2)  # last-dim stride != 1
+        out, lse, _ = flashc.flash_attn_func(q, k_nc, v, causal=causal, return_attn_probs=True)
+        qn, kn, vn = (to64(x) for x in (q, k, v))
+        r64, rlow = ref_pair(dt_name, [(qn[i], kn[i], vn[i], {}) for i in range(b)], causal=causal)
+        return combine((same_kind(out, dt) and same_kind(lse, torch.float32), "types"),
+                       compare_out(out, np.stack([r[0] for r in r64]), np.stack([r[0] for r in rlow])),
+                       compare_lse(lse, np.stack([r[1] for r in r64])))
+
+    def varlen(dt_name, page_size):
+        rng = np.random.default_rng(101)
+        ql, kl, h, d, dt = [3, 0, 9], [10, 4, 20], 4, 64, getattr(torch, dt_name)
+        q = tt(rng.standard_normal((sum(ql), h, d)), dt)
+        ks = [rng.standard_normal((n, h, d)).astype(np.float32) for n in kl]
+        vs = [rng.standard_normal((n, h, d)).astype(np.float32) for n in kl]
+        cq, ck = torch.tensor(cu(ql)), torch.tensor(cu(kl), dtype=torch.int64)
+        if page_size is None:
+            k, v, extra = tt(np.concatenate(ks), dt), tt(np.concatenate(vs), dt), {}
+        else:
+            kp, table = paginate(rng, ks, page_size, np.float32)
+            vp = _repage(randn(rng, kp.shape, np.float32), table, vs)
+            k, v, extra = tt(kp, dt), tt(vp, dt), {"block_table": table.tolist()}
+        out = flashc.flash_attn_varlen_func(q, k, v, cq.to(device), ck, max(ql), max(kl), causal=True, **extra)
+        rnd = ROUND[dt_name]
+        qn, cqn = to64(q), cu(ql)
+        seqs = [(qn[cqn[i]:cqn[i + 1]], rnd(ks[i]), rnd(vs[i]), {}) for i in range(3)]
+        r64, rlow = ref_pair(dt_name, seqs, causal=True)
+        return combine((same_kind(out, dt), "types"),
+                       compare_out(out, np.concatenate([r[0] for r in r64]), np.concatenate([r[0] for r in rlow])))
+
+    def kvcache_bf16():
+        rng = np.random.default_rng(102)
+        b, cap, h, d, seqlens = 2, 32, 4, 64, [6, 20]
+        q = tt(rng.standard_normal((b, 1, h, d)), torch.bfloat16)
+        kc, vc = (tt(rng.standard_normal((b, cap, h, d)), torch.bfloat16) for _ in range(2))
+        kn, vn = (tt(rng.standard_normal((b, 1, h, d)), torch.bfloat16) for _ in range(2))
+        k0, v0 = kc.clone(), vc.clone()
+        out, lse = flashc.flash_attn_with_kvcache(q, kc, vc, kn, vn, cache_seqlens=torch.tensor(seqlens, dtype=torch.int32),
+                                                  causal=True, return_softmax_lse=True)
+        seqs, ok = [], True
+        for i, n0 in enumerate(seqlens):
+            ok = ok and torch.equal(kc[i, n0], kn[i, 0]) and torch.equal(vc[i, n0], vn[i, 0])
+            ok = ok and torch.equal(kc[i, :n0], k0[i, :n0]) and torch.equal(kc[i, n0 + 1:], k0[i, n0 + 1:])
+            ok = ok and torch.equal(vc[i, :n0], v0[i, :n0]) and torch.equal(vc[i, n0 + 1:], v0[i, n0 + 1:])
+            seqs.append((to64(q[i]), to64(kc[i, :n0 + 1]), to64(vc[i, :n0 + 1]), {}))
+        r64, rlow = ref_pair("bfloat16", seqs, causal=True)
+        return combine((ok, "cache updated in place"), (same_kind(out, torch.bfloat16), "types"),
+                       compare_out(out, np.stack([r[0] for r in r64]), np.stack([r[0] for r in rlow])),
+                       compare_lse(lse, np.stack([r[1] for r in r64])))
+
+    def merge_bf16():
+        rng = np.random.default_rng(103)
+        op = tt(rng.standard_normal((2, 6, 4, 64)), torch.bfloat16)
+        lp = tt(rng.standard_normal((2, 6, 4)), torch.float32)
+        out, lse = flashc.merge_states(op, lp)
+        ref_out, ref_lse = merge_ref(to64(op), to64(lp))
+        return combine((same_kind(out, torch.bfloat16), "types"),
+                       compare_out(out, ref_out, round_bf16(ref_out)), compare_lse(lse, ref_lse, 1e-5))
+
+    tag = "torch %s" % device
+    add("%s bfloat16 dense GQA causal (non-contiguous k)" % tag, dense, "bfloat16", True)
+    add("%s float16 dense GQA" % tag, dense, "float16", False)
+    add("%s bfloat16 varlen causal (int64 cu_seqlens_k)" % tag, varlen, "bfloat16", None)
+    add("%s float16 varlen paged 16 causal (list block_table)" % tag, varlen, "float16", 16)
+    add("%s bfloat16 kvcache append in place" % tag, kvcache_bf16)
+    add("%s bfloat16 merge_states" % tag, merge_bf16)
+    if device == "cpu":
+        add("%s float32 dense GQA causal" % tag, dense, "float32", True)
+
+
+def _lib_cuda():
+    try:
+        return flashc.cuda_available()
+    except OSError:  # no library: the other checks report it
+        return False
+
+
+def add_torch_checks():
+    try:
+        import torch
+    except ImportError:
+        SKIPS.append("torch checks (torch is not importable)")
+        return
+    torch_checks(torch, "cpu")
+    if not torch.cuda.is_available():
+        SKIPS.append("torch CUDA checks (no CUDA device)")
+    elif not _lib_cuda():
+        SKIPS.append("torch CUDA checks (this libflashc has no CUDA backend)")
+    else:
+        torch_checks(torch, "cuda")
+
+
+add_torch_checks()
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def main():
+    passed = failed = 0
+    t0 = time.time()
+    for name, fn in CHECKS:
+        try:
+            ok, info = fn()
+        except Exception as e:  # noqa: BLE001
+            ok, info = False, "raised %s: %s" % (type(e).__name__, e)
+        if ok is None:
+            print("SKIP %s: %s" % (name, info))
+            continue
+        passed, failed = passed + bool(ok), failed + (not ok)
+        print("%s %s: %s" % ("PASS" if ok else "FAIL", name, info))
+    for s in SKIPS:
+        print("SKIP %s" % s)
+    print("(%.1f s)" % (time.time() - t0))
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
