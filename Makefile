@@ -26,8 +26,8 @@ CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 NVCCFLAGS  ?= -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter
 CU_SRC     := $(wildcard src/cuda/*.cu)
 LIB_OBJ    += $(CU_SRC:%.cu=$(B)/%.o)
-LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
-PC_PRIVATE := -L$(CUDA_HOME)/lib64 -lcudart -lm -pthread
+LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+PC_PRIVATE := -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ -lm -pthread
 else
 LIB_OBJ    += $(B)/src/cuda_none.o
 PC_PRIVATE := -lm -pthread
@@ -36,8 +36,11 @@ endif
 REF_OBJ    := $(B)/tests/ref64.o
 TEST_C     := $(filter-out tests/ref64.c tests/gpu_%.c,$(wildcard tests/*.c))
 TEST_BIN   := $(TEST_C:tests/%.c=$(B)/tests/%)
+ifneq ($(NVCC),)
 GPUTEST_C  := $(wildcard tests/gpu_*.c)
-GPUTEST_BIN:= $(GPUTEST_C:tests/%.c=$(B)/tests/%)
+GPUTEST_CU := $(wildcard tests/gpu_*.cu)
+endif
+GPUTEST_BIN:= $(GPUTEST_C:tests/%.c=$(B)/tests/%) $(GPUTEST_CU:tests/%.cu=$(B)/tests/%)
 
 .PHONY: all run test test-gpu install clean
 all: $(B)/libflashc.so $(B)/libflashc.a $(B)/flashc-bench
@@ -65,6 +68,15 @@ $(B)/flashc-bench: $(B)/tools/flashc-bench.o $(REF_OBJ) $(B)/libflashc.a
 
 $(B)/tests/%: $(B)/tests/%.o $(REF_OBJ) $(B)/libflashc.a
 	$(CC) -o $@ $^ $(LDLIBS)
+
+# GPU tests: host programs over the public API (C, with the CUDA runtime), and device unit tests (.cu).
+$(B)/tests/gpu_%: tests/gpu_%.c $(REF_OBJ) $(B)/libflashc.a $(wildcard tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(FC_CFLAGS) -I$(CUDA_HOME)/include -o $@ $< $(REF_OBJ) $(B)/libflashc.a $(LDLIBS)
+
+$(B)/tests/gpu_%: tests/gpu_%.cu $(wildcard src/cuda/*.cuh src/cuda/tile/*.cuh tests/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Iinclude -Isrc -Itests -o $@ $< $(LDLIBS)
 
 run: all
 	./$(B)/flashc-bench --demo

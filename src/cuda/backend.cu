@@ -1,7 +1,7 @@
-// backend.cu — the CUDA backend's entry points: device discovery now; the kernels arrive with issue 3.
+// backend.cu — the CUDA backend's entry points: device discovery, workspace size, append → forward → combine.
 #include <cuda_runtime.h>
 
-#include "internal.h"
+#include "cuda.cuh"
 
 extern "C" int fc_cuda_built(void) { return 1; }
 
@@ -14,20 +14,30 @@ extern "C" int fc_cuda_device_count(void) {
     return n;
 }
 
-static fc_status not_yet(const char *what) {
-    return fc_fail(FC_ERR_UNSUPPORTED, "device", "%s has no CUDA kernel in flashc %s yet (CPU backend only)",
-                   what, fc_version());
+// The kernels cover d_v = d, and d 192 with d_v 128 (DeepSeek's shape).
+static fc_status check_dims(const fc_problem *p) {
+    if (p->d == p->d_v || (p->d == 192 && p->d_v == 128)) return FC_OK;
+    return fc_fail(FC_ERR_UNSUPPORTED, "v", "d %d with d_v %d has no CUDA kernel (d_v = d, or d 192 with d_v 128)", p->d,
+                   p->d_v);
 }
 
 extern "C" fc_status fc_cuda_attn_workspace_size(const fc_problem *p, size_t *bytes) {
     *bytes = 0;
-    return not_yet("attention");
+    fc_status st = check_dims(p);
+    if (st != FC_OK) return st;
+    *bytes = fc_cuda_split_ws_bytes(p, fc_cuda_plan_splits(p));
+    return FC_OK;
 }
 
-extern "C" fc_status fc_cuda_attn_fwd(const fc_problem *p, void *ws, size_t ws_bytes, void *stream) {
-    return not_yet("attention");
-}
-
-extern "C" fc_status fc_cuda_merge(const fc_merge_problem *m, void *stream) {
-    return not_yet("fc_merge_states");
+// The run step: no allocation, no synchronisation (capturable in a CUDA graph). api.c has checked the
+// workspace against fc_cuda_attn_workspace_size.
+extern "C" fc_status fc_cuda_attn_fwd(const fc_problem *p, void *workspace, size_t workspace_bytes, void *stream) {
+    cudaStream_t s = (cudaStream_t)stream;
+    fc_status st = check_dims(p);
+    if (st != FC_OK) return st;
+    if (p->k_new.data && p->s_new > 0 && (st = fc_cuda_append(p, s)) != FC_OK) return st;
+    int splits = fc_cuda_plan_splits(p);
+    fc_split_ws ws = fc_cuda_split_ws(p, splits, workspace);
+    if ((st = fc_cuda_launch_fwd(p, ws, s)) != FC_OK) return st;
+    return splits > 1 ? fc_cuda_combine(p, ws, s) : FC_OK;
 }

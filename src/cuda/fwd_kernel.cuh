@@ -1,0 +1,280 @@
+// fwd_kernel.cuh — the attention forward kernel: cp.async tiles, mma.sync QK^T and PV, online softmax.
+//
+// One CTA computes one tile: BM packed query rows of (sequence b, KV head hk) against the keys of one
+// split of the tile's visible key range. Packed row m stands for query row m / group of query head
+// hk*group + m % group (pack-GQA: the query heads sharing a KV head share every K/V block).
+// Warp w owns packed rows [16w, 16w + 16); K/V blocks of BN keys are double-buffered in shared memory.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "cuda.cuh"
+#include "mask.cuh"
+#include "softmax.cuh"
+#include "tile/tile.cuh"
+
+template <typename T_, int D_, int DV_, int NWARPS_, int BN_>
+struct fwd_cfg {
+    typedef T_ T;
+    static constexpr int D = D_, DV = DV_, NWARPS = NWARPS_, BN = BN_;
+    static constexpr int BM = 16 * NWARPS, THREADS = 32 * NWARPS;
+    static constexpr int DCH = D / 8, DVCH = DV / 8;                          // 16-byte chunks per row
+    static constexpr int DPITCH = (DCH + 7) / 8 * 8, DVPITCH = (DVCH + 7) / 8 * 8; // shared row pitch (chunks)
+    static constexpr int Q_BYTES = BM * DPITCH * 16;
+    static constexpr int K_BYTES = BN * DPITCH * 16, V_BYTES = BN * DVPITCH * 16;
+    static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
+    static constexpr int SMEM_BYTES = Q_BYTES + 2 * STAGE_BYTES;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Block info: which tile this CTA is, which rows and key blocks it covers.
+
+struct fwd_tile {
+    int b, hk, split, m0;  // sequence, KV head, split index, first packed row
+    int group;             // query heads per KV head
+    fc_seqlen s;
+    int packed_rows;       // s.s_q * group
+    int r_lo, r_hi;        // query rows [r_lo, r_hi) touched by the tile
+    int n_lo, n_hi;        // key blocks [n_lo, n_hi) of this split (may be empty)
+};
+
+template <int BM, int BN>
+__device__ __forceinline__ bool fwd_tile_of(const fc_problem &p, int splits, fwd_tile &t) {
+    t.m0 = blockIdx.x * BM;
+    t.split = blockIdx.y;
+    t.hk = blockIdx.z % p.h_k;
+    t.b = blockIdx.z / p.h_k;
+    t.group = p.h_q / p.h_k;
+    t.s = fc_seqlen_of(&p, t.b);
+    t.packed_rows = t.s.s_q * t.group;
+    if (t.m0 >= t.packed_rows) return false;
+    t.r_lo = t.m0 / t.group;
+    int last = min(t.m0 + BM, t.packed_rows) - 1;
+    t.r_hi = last / t.group + 1;
+    int j0, j1;
+    fc_key_range(&p, t.s.s_q, t.s.s_k, t.r_lo, t.r_hi, &j0, &j1);
+    int nb_lo = j0 / BN, nb_hi = j1 > j0 ? (j1 + BN - 1) / BN : nb_lo;
+    int per = (nb_hi - nb_lo + splits - 1) / splits;
+    t.n_lo = min(nb_hi, nb_lo + t.split * per);
+    t.n_hi = min(nb_hi, t.n_lo + per);
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loads (global -> shared, cp.async, zero-filled outside the sequence).
+
+// Q tile: BM packed rows x D, gathered from (row, head) pairs.
+template <class C>
+__device__ __forceinline__ void load_q(const fc_problem &p, const fwd_tile &t, char *sq) {
+    const typename C::T *q = (const typename C::T *)p.q.data;
+    for (int i = threadIdx.x; i < C::BM * C::DCH; i += C::THREADS) {
+        int m = i / C::DCH, c = i % C::DCH, pm = t.m0 + m;
+        bool valid = pm < t.packed_rows;
+        const typename C::T *src = q;
+        if (valid) {
+            int r = pm / t.group, h = t.hk * t.group + pm % t.group;
+            src = q + fc_q_row_offset(&p.q, &t.s, t.b, r) + h * p.q.sh + c * 8;
+        }
+        cp_async_16(sq + swz_offset(m, c, C::DPITCH), src, valid);
+    }
+}
+
+// One block of BN key rows x CH chunks of kv (K or V) — dense, varlen or paged, any page size.
+template <class C, int CH, int PITCH>
+__device__ __forceinline__ void load_kv(const fc_problem &p, const fc_view &kv, const fwd_tile &t, int n, char *dst) {
+    const typename C::T *base = (const typename C::T *)kv.data;
+    for (int i = threadIdx.x; i < C::BN * CH; i += C::THREADS) {
+        int row = i / CH, c = i % CH, j = n * C::BN + row;
+        bool valid = j < t.s.s_k;
+        const typename C::T *src = base;
+        if (valid) src = base + fc_kv_row_offset(&p, &kv, &t.s, t.b, j) + t.hk * kv.sh + c * 8;
+        cp_async_16(dst + swz_offset(row, c, PITCH), src, valid);
+    }
+}
+
+template <class C>
+__device__ __forceinline__ void load_kv_block(const fc_problem &p, const fwd_tile &t, int n, char *stage) {
+    load_kv<C, C::DCH, C::DPITCH>(p, p.k, t, n, stage);
+    load_kv<C, C::DVCH, C::DVPITCH>(p, p.v, t, n, stage + C::K_BYTES);
+}
+
+// Rotary on the Q tile in shared memory: packed row m sits at absolute position s_k - s_q + r.
+template <class C>
+__device__ void rotate_q(const fc_problem &p, const fwd_tile &t, char *sq) {
+    typedef typename C::T T;
+    int half = p.rotary_dim / 2;
+    for (int i = threadIdx.x; i < C::BM * half; i += C::THREADS) {
+        int m = i / half, k = i % half, pm = t.m0 + m;
+        if (pm >= t.packed_rows) continue;
+        int pos = t.s.s_k - t.s.s_q + pm / t.group;
+        int c0 = p.rotary_interleaved ? 2 * k : k, c1 = p.rotary_interleaved ? 2 * k + 1 : k + half;
+        T *x0 = (T *)(sq + swz_offset(m, c0 / 8, C::DPITCH)) + c0 % 8;
+        T *x1 = (T *)(sq + swz_offset(m, c1 / 8, C::DPITCH)) + c1 % 8;
+        float cs = fc_load(p.rotary_cos, p.rotary_dtype, (int64_t)pos * p.rotary_sr + k);
+        float sn = fc_load(p.rotary_sin, p.rotary_dtype, (int64_t)pos * p.rotary_sr + k);
+        float a = (float)*x0, b = (float)*x1;
+        *x0 = (T)(a * cs - b * sn);
+        *x1 = (T)(a * sn + b * cs);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor-core steps of one warp.
+
+// s[BN/8][4] = Q(16 rows of this warp) · K(block)^T.
+template <class C>
+__device__ __forceinline__ void qk_block(const char *sq, const char *sk, float (*s)[4]) {
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+    for (int f = 0; f < C::BN / 8; f++) s[f][0] = s[f][1] = s[f][2] = s[f][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < C::D / 16; kk++) {
+        uint32_t a[4];
+        ldmatrix_x4(a, sq + swz_offset(warp * 16 + lane % 16, kk * 2 + lane / 16, C::DPITCH));
+#pragma unroll
+        for (int f2 = 0; f2 < C::BN / 16; f2++) {
+            uint32_t b[4];
+            ldmatrix_x4(b, sk + swz_offset(f2 * 16 + lane % 8 + 8 * (lane / 16), kk * 2 + (lane / 8) % 2, C::DPITCH));
+            mma_16x8x16<typename C::T>(s[2 * f2], a, b);
+            mma_16x8x16<typename C::T>(s[2 * f2 + 1], a, b + 2);
+        }
+    }
+}
+
+// o[DV/8][4] += P(16 x BN, from s, rounded to T) · V(block).
+template <class C>
+__device__ __forceinline__ void pv_block(const char *sv, float (*s)[4], float (*o)[4]) {
+    typedef typename C::T T;
+    int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int kk = 0; kk < C::BN / 16; kk++) {
+        uint32_t a[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                         pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int f2 = 0; f2 < C::DV / 16; f2++) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, sv + swz_offset(kk * 16 + lane % 8 + 8 * ((lane / 8) % 2), f2 * 2 + lane / 16, C::DVPITCH));
+            mma_16x8x16<T>(o[2 * f2], a, b);
+            mma_16x8x16<T>(o[2 * f2 + 1], a, b + 2);
+        }
+    }
+}
+
+// Raw dot products -> log2-domain scores for this thread's 2 rows, masked when MASK.
+template <class C, bool MASK>
+__device__ __forceinline__ void scores_block(const score_consts &c, const row_scores rs[2], int n, float (*s)[4]) {
+    int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int f = 0; f < C::BN / 8; f++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int j = n * C::BN + f * 8 + 2 * (lane % 4) + e % 2;
+            s[f][e] = score_of<MASK>(c, rs[e / 2], s[f][e], j);
+        }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Epilogue: normalised output (and lse) to out, or fp32 partials to the split workspace.
+
+template <class C>
+__device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, float (*o)[4],
+                           const row_softmax st[2]) {
+    typedef typename C::T T;
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        float sum;
+        float lse = softmax_finish(st[half], &sum);
+        int pm = t.m0 + warp * 16 + lane / 4 + 8 * half;
+        if (pm >= t.packed_rows) continue;
+        int r = pm / t.group, h = t.hk * t.group + pm % t.group;
+        float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        int64_t g = fc_global_row(&p, &t.s, t.b, r);
+        if (ws.splits > 1) {
+            float *dst = ws.part_out + (((int64_t)t.split * p.total_q + g) * p.h_q + h) * C::DV;
+#pragma unroll
+            for (int f = 0; f < C::DV / 8; f++)
+                *(float2 *)(dst + f * 8 + 2 * (lane % 4)) = make_float2(o[f][2 * half] * inv, o[f][2 * half + 1] * inv);
+            if (lane % 4 == 0) ws.part_lse[((int64_t)t.split * p.total_q + g) * p.h_q + h] = lse;
+        } else {
+            T *dst = (T *)p.out.data + fc_q_row_offset(&p.out, &t.s, t.b, r) + h * p.out.sh;
+#pragma unroll
+            for (int f = 0; f < C::DV / 8; f++)
+                *(uint32_t *)(dst + f * 8 + 2 * (lane % 4)) = pack2<T>(o[f][2 * half] * inv, o[f][2 * half + 1] * inv);
+            if (p.lse && lane % 4 == 0)
+                p.lse[(int64_t)t.b * p.lse_sb + (int64_t)h * p.lse_sh + (t.s.q_row0 + r) * p.lse_sr] = lse;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The kernel. Grid: (packed-row tiles, splits, batch * h_k). Block: 32 * NWARPS threads.
+
+template <class C>
+__global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__ fc_problem p, fc_split_ws ws) {
+    extern __shared__ __align__(128) char smem[];
+    char *sq = smem, *stage[2] = {smem + C::Q_BYTES, smem + C::Q_BYTES + C::STAGE_BYTES};
+    fwd_tile t;
+    if (!fwd_tile_of<C::BM, C::BN>(p, ws.splits, t)) return;
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    score_consts sc = score_consts_of(p, t.s.s_q, t.s.s_k);
+
+    // This thread's two rows: query row, ALiBi slope, sink.
+    row_scores rs[2];
+    row_softmax st[2];
+    for (int half = 0; half < 2; half++) {
+        int pm = min(t.m0 + warp * 16 + lane / 4 + 8 * half, t.packed_rows - 1);
+        int h = t.hk * t.group + pm % t.group;
+        rs[half].r = pm / t.group;
+        rs[half].slope = p.alibi ? p.alibi[t.b * p.alibi_sb + h * p.alibi_sh] * FC_LOG2E : 0.0f;
+        bool sink = p.sinks && t.split == 0;
+        st[half] = softmax_init(sink, sink ? p.sinks[h * p.sinks_sh] * FC_LOG2E : 0.0f);
+    }
+
+    float o[C::DV / 8][4];
+#pragma unroll
+    for (int f = 0; f < C::DV / 8; f++) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.0f;
+
+    load_q<C>(p, t, sq);
+    int n_blocks = t.n_hi - t.n_lo;
+    if (n_blocks > 0) load_kv_block<C>(p, t, t.n_hi - 1, stage[0]);
+    cp_async_commit();
+    if (p.rotary_cos) {
+        cp_async_wait<0>();
+        __syncthreads();
+        rotate_q<C>(p, t, sq);
+    }
+
+    // Blocks from the last to the first: the partially masked ones (causal diagonal) come first.
+    for (int it = 0; it < n_blocks; it++) {
+        int n = t.n_hi - 1 - it;
+        if (it + 1 < n_blocks) {
+            load_kv_block<C>(p, t, n - 1, stage[(it + 1) % 2]);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const char *sk = stage[it % 2], *sv = stage[it % 2] + C::K_BYTES;
+        float s[C::BN / 8][4];
+        qk_block<C>(sq, sk, s);
+        if (block_needs_mask(sc, t.r_lo, t.r_hi, n * C::BN, C::BN))
+            scores_block<C, true>(sc, rs, n, s);
+        else
+            scores_block<C, false>(sc, rs, n, s);
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            float rescale = softmax_update<C::BN / 8>(st[half], s, half);
+#pragma unroll
+            for (int f = 0; f < C::DV / 8; f++) {
+                o[f][2 * half] *= rescale;
+                o[f][2 * half + 1] *= rescale;
+            }
+        }
+        pv_block<C>(sv, s, o);
+        __syncthreads(); // the next iteration's load overwrites the stage read here
+    }
+    cp_async_wait<0>(); // an empty split still issued the Q load
+    store_rows<C>(p, t, ws, o, st);
+}

@@ -1,0 +1,50 @@
+// softmax.cuh — online softmax over mma accumulators: each thread owns 2 rows (lane/4 and lane/4 + 8).
+#pragma once
+#include <math.h>
+
+#include "tile/math.cuh"
+
+// Running state of one row, in the log2 domain: scores s are x * log2(e), so p = 2^(s - m).
+struct row_softmax {
+    float m;   // running max (-inf: nothing seen yet)
+    float l;   // this thread's share of the running sum of 2^(s - m)
+};
+
+__device__ __forceinline__ row_softmax softmax_init(bool has_sink, float sink_log2) {
+    // A sink is a key with score sink and a zero value: it starts the sum at 2^(sink - sink) = 1,
+    // counted by one lane of the quad so the quad sum at the end sees it once.
+    row_softmax r;
+    r.m = has_sink ? sink_log2 : -INFINITY;
+    r.l = has_sink && (threadIdx.x % 4 == 0) ? 1.0f : 0.0f;
+    return r;
+}
+
+// Fold a block of NF accumulator fragments (this thread's 2*NF scores of the row, half = 0 or 1) into
+// the state: new max, rescale of the old sum (returned, to rescale the output too), p = 2^(s - m).
+template <int NF>
+__device__ __forceinline__ float softmax_update(row_softmax &st, float (*s)[4], int half) {
+    float mx = st.m;
+#pragma unroll
+    for (int f = 0; f < NF; f++) mx = fmaxf(mx, fmaxf(s[f][2 * half], s[f][2 * half + 1]));
+    mx = quad_max(mx);
+    float base = mx == -INFINITY ? 0.0f : mx;   // all masked so far: keep exp2 away from -inf - -inf
+    float rescale = fast_exp2(st.m - base);     // 0 when the old max was -inf
+    float sum = 0.0f;
+#pragma unroll
+    for (int f = 0; f < NF; f++) {
+        s[f][2 * half] = fast_exp2(s[f][2 * half] - base);
+        s[f][2 * half + 1] = fast_exp2(s[f][2 * half + 1] - base);
+        sum += s[f][2 * half] + s[f][2 * half + 1];
+    }
+    st.l = st.l * rescale + sum;
+    st.m = mx;
+    return rescale;
+}
+
+// Final row sum and natural-log lse; 0 sum (nothing visible, no sink) gives lse = -inf.
+__device__ __forceinline__ float softmax_finish(const row_softmax &st, float *sum_out) {
+    float sum = quad_sum(st.l);
+    *sum_out = sum;
+    if (sum == 0.0f) return -INFINITY;
+    return (st.m + log2f(sum)) * 0.6931471805599453f;
+}

@@ -1,0 +1,19 @@
+// copy.cuh — asynchronous global→shared copies (cp.async, 16 bytes, zero-fill) and their fences.
+#pragma once
+#include <stdint.h>
+
+// Shared-memory address as the 32-bit value PTX wants.
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+// Copy 16 bytes from global src to shared dst; when !valid, write 16 zero bytes and read nothing.
+// Bypasses L1 (.cg): K/V tiles are streamed once per CTA.
+__device__ __forceinline__ void cp_async_16(void *dst, const void *src, bool valid) {
+    int src_bytes = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes));
+}
+
+// Close the group of cp.async issued so far by this thread.
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+// Wait until at most N groups of this thread are still in flight.
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
