@@ -1,0 +1,103 @@
+/* attn.c — fc_cpu_attn_fwd: choose the split count, allocate everything, append, run the tiles on the
+ * worker threads, merge the splits. */
+#include <stdlib.h>
+
+#include "cpu/cpu.h"
+
+#define BM FC_CPU_BM
+#define BK FC_CPU_BK
+
+/* Tiles of sequence b: its s_q * group packed rows in tiles of BM, for each KV head. */
+static int64_t tiles_of(const fc_problem *p, int b, int group) {
+    int64_t rows = (int64_t)fc_seqlen_of(p, b).s_q * group;
+    return (rows + BM - 1) / BM;
+}
+
+static int64_t count_tiles(const fc_problem *p, int group) {
+    int64_t n = 0;
+    for (int b = 0; b < p->batch; b++) n += tiles_of(p, b, group) * p->h_k;
+    return n;
+}
+
+static int longest_key_blocks(const fc_problem *p) {
+    int most = 0;
+    for (int b = 0; b < p->batch; b++) {
+        int s_k = fc_seqlen_of(p, b).s_k;
+        if (s_k > most) most = s_k;
+    }
+    return (most + BK - 1) / BK;
+}
+
+/* Last tiles first within each (sequence, KV head): under a causal mask they see the most keys. */
+static void fill_tiles(const fc_problem *p, int group, fc_cpu_tile *tiles) {
+    int64_t n = 0;
+    for (int b = 0; b < p->batch; b++) {
+        int rows = fc_seqlen_of(p, b).s_q * group;
+        int64_t nt = tiles_of(p, b, group);
+        for (int hk = 0; hk < p->h_k; hk++)
+            for (int64_t t = nt - 1; t >= 0; t--) {
+                int m0 = (int)(t * BM);
+                tiles[n++] = (fc_cpu_tile){b, hk, m0, rows - m0 < BM ? rows - m0 : BM};
+            }
+    }
+}
+
+static void run_item(void *ctx, int64_t item, int worker) {
+    const fc_cpu_attn *a = ctx;
+    fc_cpu_run_item(a, &a->tiles[item / a->splits], (int)(item % a->splits), a->scratch + worker * a->scratch_floats);
+}
+
+static void merge_item(void *ctx, int64_t item, int worker) {
+    const fc_cpu_attn *a = ctx;
+    fc_cpu_merge_tile(a, &a->tiles[item]);
+}
+
+static void *alloc_floats(size_t n) {
+    size_t bytes = ((n * sizeof(float)) + 63) & ~(size_t)63;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+static void free_run(fc_cpu_attn *a) {
+    free((void *)a->tiles);
+    free(a->scratch);
+    free(a->part_out);
+    free(a->part_lse);
+}
+
+/* Everything the run needs, before anything is written: nothing changes if this fails. */
+static fc_status allocate_run(fc_cpu_attn *a, int workers) {
+    const fc_problem *p = a->p;
+    a->tiles = malloc(sizeof(fc_cpu_tile) * (size_t)(a->n_tiles > 0 ? a->n_tiles : 1));
+    a->scratch = alloc_floats(a->scratch_floats * (size_t)workers);
+    size_t part = a->splits > 1 ? (size_t)a->splits * (size_t)a->part_rows * (size_t)p->h_q : 0;
+    a->part_out = part ? alloc_floats(part * (size_t)p->d_v) : NULL;
+    a->part_lse = part ? alloc_floats(part) : NULL;
+    if (a->tiles && a->scratch && (!part || (a->part_out && a->part_lse))) return FC_OK;
+    free_run(a);
+    return fc_fail(FC_ERR_OUT_OF_MEMORY, "workspace", "cannot allocate the CPU scratch (%d workers, %d splits)",
+                   workers, a->splits);
+}
+
+fc_status fc_cpu_attn_fwd(const fc_problem *p) {
+    fc_cpu_attn a = {0};
+    a.p = p;
+    a.group = p->h_q / p->h_k;
+    a.qscale = p->softcap > 0.0f ? p->scale / p->softcap : p->scale;
+    a.n_tiles = count_tiles(p, a.group);
+    a.part_rows = p->total_q;
+    a.scratch_floats = fc_cpu_scratch_floats(p);
+    int threads = fc_get_num_threads();
+    a.splits = fc_plan_num_splits(p->num_splits, a.n_tiles, longest_key_blocks(p), threads);
+    int64_t items = a.n_tiles * a.splits;
+    int workers = items < threads ? (int)(items > 0 ? items : 1) : threads;
+
+    fc_status st = allocate_run(&a, workers);
+    if (st != FC_OK) return st;
+    fill_tiles(p, a.group, (fc_cpu_tile *)a.tiles);
+
+    if (p->k_new.data) fc_cpu_append(p, a.scratch);
+    fc_cpu_parallel_for(items, workers, run_item, &a);
+    if (a.splits > 1) fc_cpu_parallel_for(a.n_tiles, workers, merge_item, &a);
+    free_run(&a);
+    return FC_OK;
+}
