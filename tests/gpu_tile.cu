@@ -1,0 +1,343 @@
+// gpu_tile.cu — unit tests of the tile layer (src/cuda/tile/) on the GPU, each against a host computation.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/tile/tile.cuh"
+
+static int n_pass, n_fail;
+
+static void check(bool ok, const char *name, const char *detail) {
+    printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", name, detail[0] ? ": " : "", detail);
+    ok ? n_pass++ : n_fail++;
+}
+
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            printf("FAIL %s: %s\n", #call, cudaGetErrorString(e_));                                \
+            n_fail++;                                                                              \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+static float frand(unsigned *s) { *s = *s * 1664525u + 1013904223u; return ((*s >> 8) & 0xffff) / 32768.0f - 1.0f; }
+
+// ---------------------------------------------------------------------------------------------
+// cp.async: 16-byte copies, zero-fill of invalid chunks, wait_group.
+
+__global__ void k_cp_async(const int4 *src, int4 *dst, int n) {
+    __shared__ int4 s[256];
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) s[i] = make_int4(-1, -1, -1, -1); // poison
+    __syncthreads();
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) cp_async_16(&s[i], src + (i < n ? i : 0), i < n);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) dst[i] = s[i];
+}
+
+static void test_cp_async(void) {
+    int4 h[256], out[256], *d_src, *d_dst;
+    for (int i = 0; i < 256; i++) h[i] = make_int4(i, i * 3 + 1, -i, 7 * i);
+    CK(cudaMalloc(&d_src, sizeof h));
+    CK(cudaMalloc(&d_dst, sizeof h));
+    CK(cudaMemcpy(d_src, h, sizeof h, cudaMemcpyHostToDevice));
+    int n = 200;
+    k_cp_async<<<1, 64>>>(d_src, d_dst, n);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(out, d_dst, sizeof out, cudaMemcpyDeviceToHost));
+    int bad = 0;
+    for (int i = 0; i < 256; i++) {
+        int4 want = i < n ? h[i] : make_int4(0, 0, 0, 0);
+        bad += memcmp(&out[i], &want, sizeof want) != 0;
+    }
+    char msg[64];
+    snprintf(msg, sizeof msg, "%d of 256 chunks wrong (200 copied, 56 zero-filled)", bad);
+    check(bad == 0, "cp_async_16 + zero-fill", msg);
+    cudaFree(d_src); cudaFree(d_dst);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Swizzle: a bijection within each row (rows of 8, 16, 24 chunks).
+
+static void test_swizzle(void) {
+    // Host mirror of swz_offset (the function is device-only).
+    int bad = 0;
+    for (int chunks = 8; chunks <= 32; chunks += 8)
+        for (int row = 0; row < 16; row++) {
+            int seen[32] = {0};
+            for (int c = 0; c < chunks; c++) {
+                int phys = (c ^ (row & 7));
+                if (phys < 0 || phys >= chunks || seen[phys]++) bad++;
+            }
+        }
+    check(bad == 0, "swizzle is a permutation of each row's chunks", "");
+}
+
+// Device: ldmatrix over a swizzled tile must read back the logical element it wrote.
+// ldmatrix_x4 on a 16x16 bf16 tile (as for an A operand) and its transpose.
+__global__ void k_ldmatrix(const unsigned short *src, unsigned *out, unsigned *out_t) {
+    __shared__ __align__(128) char tile[16 * 8 * 16]; // 16 rows x 8 chunks (64 elements per row)
+    int lane = threadIdx.x;
+    for (int i = lane; i < 16 * 64; i += 32) {
+        int r = i / 64, c = i % 64;
+        *(unsigned short *)(tile + swz_offset_b16(r, c & ~7, 8) + (c & 7) * 2) = src[i];
+    }
+    __syncwarp();
+    uint32_t a[4], t[4];
+    // Matrices: (rows 0-7, cols 8-15), (rows 8-15, cols 8-15), (rows 0-7, cols 16-23), (rows 8-15, cols 16-23)
+    ldmatrix_x4(a, tile + swz_offset(lane % 16, 1 + lane / 16, 8));
+    ldmatrix_x4_trans(t, tile + swz_offset(lane % 16, 1 + lane / 16, 8));
+    for (int i = 0; i < 4; i++) {
+        out[lane * 4 + i] = a[i];
+        out_t[lane * 4 + i] = t[i];
+    }
+}
+
+static void test_ldmatrix(void) {
+    unsigned short h[16 * 64];
+    for (int i = 0; i < 16 * 64; i++) h[i] = (unsigned short)i;
+    unsigned short *d_src;
+    unsigned *d_out, *d_t, out[128], out_t[128];
+    CK(cudaMalloc(&d_src, sizeof h));
+    CK(cudaMalloc(&d_out, sizeof out));
+    CK(cudaMalloc(&d_t, sizeof out_t));
+    CK(cudaMemcpy(d_src, h, sizeof h, cudaMemcpyHostToDevice));
+    k_ldmatrix<<<1, 32>>>(d_src, d_out, d_t);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(out, d_out, sizeof out, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(out_t, d_t, sizeof out_t, cudaMemcpyDeviceToHost));
+    int bad = 0, bad_t = 0;
+    for (int lane = 0; lane < 32; lane++)
+        for (int m = 0; m < 4; m++) {
+            int r0 = 8 * (m % 2), c0 = 8 + 8 * (m / 2); // matrix m's origin
+            for (int e = 0; e < 2; e++) {
+                // non-trans: thread holds (row lane/4, col 2*(lane%4)+e); trans: (row 2*(lane%4)+e, col lane/4)
+                unsigned got = (out[lane * 4 + m] >> (16 * e)) & 0xffff, got_t = (out_t[lane * 4 + m] >> (16 * e)) & 0xffff;
+                bad += got != h[(r0 + lane / 4) * 64 + c0 + 2 * (lane % 4) + e];
+                bad_t += got_t != h[(r0 + 2 * (lane % 4) + e) * 64 + c0 + lane / 4];
+            }
+        }
+    char msg[80];
+    snprintf(msg, sizeof msg, "%d wrong", bad);
+    check(bad == 0, "ldmatrix_x4 through the swizzle", msg);
+    snprintf(msg, sizeof msg, "%d wrong", bad_t);
+    check(bad_t == 0, "ldmatrix_x4_trans through the swizzle", msg);
+    cudaFree(d_src); cudaFree(d_out); cudaFree(d_t);
+}
+
+// ---------------------------------------------------------------------------------------------
+// mma.sync m16n8k16: C = A(16x16) B(16x8) with the documented fragment layouts, bf16 and fp16.
+
+template <typename T>
+__global__ void k_mma(const T *A, const T *B, float *C) {
+    int lane = threadIdx.x, g = lane / 4, q = lane % 4;
+    auto pk = [](T lo, T hi) {
+        uint32_t u;
+        unsigned short l = *(unsigned short *)&lo, h = *(unsigned short *)&hi;
+        u = l | ((uint32_t)h << 16);
+        return u;
+    };
+    // A row-major 16x16; B given as B[k][n] 16x8.
+    uint32_t a[4] = {pk(A[g * 16 + 2 * q], A[g * 16 + 2 * q + 1]), pk(A[(g + 8) * 16 + 2 * q], A[(g + 8) * 16 + 2 * q + 1]),
+                     pk(A[g * 16 + 2 * q + 8], A[g * 16 + 2 * q + 9]),
+                     pk(A[(g + 8) * 16 + 2 * q + 8], A[(g + 8) * 16 + 2 * q + 9])};
+    uint32_t b[2] = {pk(B[(2 * q) * 8 + g], B[(2 * q + 1) * 8 + g]), pk(B[(2 * q + 8) * 8 + g], B[(2 * q + 9) * 8 + g])};
+    float c[4] = {1.0f, 1.0f, 1.0f, 1.0f}; // accumulate onto 1
+    mma_16x8x16<T>(c, a, b);
+    for (int i = 0; i < 4; i++) C[(g + 8 * (i / 2)) * 8 + 2 * q + i % 2] = c[i];
+}
+
+template <typename T>
+static void test_mma(const char *name, T (*from_float)(float), float (*to_float)(T)) {
+    T hA[256], hB[128];
+    float C[128], ref[128];
+    unsigned s = 7;
+    for (int i = 0; i < 256; i++) hA[i] = from_float(frand(&s));
+    for (int i = 0; i < 128; i++) hB[i] = from_float(frand(&s));
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 8; n++) {
+            double acc = 1.0;
+            for (int k = 0; k < 16; k++) acc += (double)to_float(hA[m * 16 + k]) * to_float(hB[k * 8 + n]);
+            ref[m * 8 + n] = (float)acc;
+        }
+    T *dA, *dB;
+    float *dC;
+    CK(cudaMalloc(&dA, sizeof hA));
+    CK(cudaMalloc(&dB, sizeof hB));
+    CK(cudaMalloc(&dC, sizeof C));
+    CK(cudaMemcpy(dA, hA, sizeof hA, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dB, hB, sizeof hB, cudaMemcpyHostToDevice));
+    k_mma<T><<<1, 32>>>(dA, dB, dC);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(C, dC, sizeof C, cudaMemcpyDeviceToHost));
+    double err = 0;
+    for (int i = 0; i < 128; i++) err = fmax(err, fabs(C[i] - ref[i]));
+    char msg[64];
+    snprintf(msg, sizeof msg, "max |err| %.2e vs float64", err);
+    check(err < 1e-4, name, msg);
+    cudaFree(dA); cudaFree(dB); cudaFree(dC);
+}
+
+static __nv_bfloat16 f2bf(float x) { return __float2bfloat16(x); }
+static float bf2f(__nv_bfloat16 x) { return __bfloat162float(x); }
+static __half f2h(float x) { return __float2half(x); }
+static float h2f(__half x) { return __half2float(x); }
+
+// pack2: two floats rounded to nearest into one 32-bit pair (low half first).
+__global__ void k_pack2(float a, float b, uint32_t *out) {
+    out[0] = pack2<__nv_bfloat16>(a, b);
+    out[1] = pack2<__half>(a, b);
+}
+
+static void test_pack2(void) {
+    uint32_t *d, h[2];
+    CK(cudaMalloc(&d, sizeof h));
+    float a = 1.00390625f /* 1 + 2^-8: a bf16 tie */, b = -3.14159f;
+    k_pack2<<<1, 1>>>(a, b, d);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    __nv_bfloat16 bl = __float2bfloat16_rn(a), bh = __float2bfloat16_rn(b);
+    __half hl = __float2half_rn(a), hh = __float2half_rn(b);
+    uint32_t want_bf = *(unsigned short *)&bl | ((uint32_t) * (unsigned short *)&bh << 16);
+    uint32_t want_h = *(unsigned short *)&hl | ((uint32_t) * (unsigned short *)&hh << 16);
+    check(h[0] == want_bf && h[1] == want_h, "pack2 bf16/fp16 round to nearest, low half first", "");
+    cudaFree(d);
+}
+
+// ---------------------------------------------------------------------------------------------
+// mbarrier: cp.async completion tracked through a barrier; a second phase with plain arrivals.
+
+__global__ void k_mbarrier(const int4 *src, int4 *dst, int *phases_ok) {
+    __shared__ __align__(8) uint64_t bar;
+    __shared__ int4 s[64];
+    if (threadIdx.x == 0) mbar_init(&bar, blockDim.x);
+    __syncthreads();
+    // Phase 0: each thread copies 2 chunks and arrives when its copies land.
+    for (int i = threadIdx.x; i < 64; i += blockDim.x) cp_async_16(&s[i], &src[i], true);
+    mbar_cp_async_arrive(&bar);
+    mbar_wait(&bar, 0);
+    for (int i = threadIdx.x; i < 64; i += blockDim.x) dst[i] = s[(i + 1) % 64]; // reads others' chunks
+    // Phase 1: plain arrivals; the phase must not complete before all have arrived.
+    bool early = mbar_test_parity(&bar, 1);
+    mbar_arrive(&bar);
+    mbar_wait(&bar, 1);
+    if (threadIdx.x == 0) *phases_ok = !early;
+}
+
+static void test_mbarrier(void) {
+    int4 h[64], out[64], *ds, *dd;
+    int ok = 0, *dok;
+    for (int i = 0; i < 64; i++) h[i] = make_int4(i, 2 * i, 3 * i, 4 * i);
+    CK(cudaMalloc(&ds, sizeof h));
+    CK(cudaMalloc(&dd, sizeof h));
+    CK(cudaMalloc(&dok, sizeof ok));
+    CK(cudaMemcpy(ds, h, sizeof h, cudaMemcpyHostToDevice));
+    k_mbarrier<<<1, 32>>>(ds, dd, dok);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(out, dd, sizeof out, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(&ok, dok, sizeof ok, cudaMemcpyDeviceToHost));
+    int bad = 0;
+    for (int i = 0; i < 64; i++) bad += memcmp(&out[i], &h[(i + 1) % 64], sizeof h[0]) != 0;
+    char msg[80];
+    snprintf(msg, sizeof msg, "%d chunks wrong after the barrier; phase 1 completed early: %s", bad, ok ? "no" : "yes");
+    check(bad == 0 && ok, "mbarrier: cp.async arrivals, parity waits", msg);
+    cudaFree(ds); cudaFree(dd); cudaFree(dok);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Math: fast_exp2 accuracy (incl. -inf -> 0), fast_tanh, quad and warp reductions.
+
+__global__ void k_math(const float *x, float *e2, float *th, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        e2[i] = fast_exp2(x[i]);
+        th[i] = fast_tanh(x[i]);
+    }
+}
+
+static void test_math(void) {
+    enum { N = 4096 };
+    static float x[N], e2[N], th[N];
+    unsigned s = 3;
+    for (int i = 0; i < N; i++) x[i] = 30.0f * frand(&s);
+    x[0] = -INFINITY;
+    x[1] = 0.0f;
+    float *dx, *de, *dt;
+    CK(cudaMalloc(&dx, sizeof x));
+    CK(cudaMalloc(&de, sizeof e2));
+    CK(cudaMalloc(&dt, sizeof th));
+    CK(cudaMemcpy(dx, x, sizeof x, cudaMemcpyHostToDevice));
+    k_math<<<N / 256, 256>>>(dx, de, dt, N);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(e2, de, sizeof e2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(th, dt, sizeof th, cudaMemcpyDeviceToHost));
+    double rel = 0, th_err = 0;
+    for (int i = 1; i < N; i++) {
+        double ref = exp2((double)x[i]);
+        if (ref > 1e-30) rel = fmax(rel, fabs(e2[i] - ref) / ref);
+        th_err = fmax(th_err, fabs(th[i] - tanh((double)x[i])));
+    }
+    char msg[96];
+    snprintf(msg, sizeof msg, "max rel err %.2e (bound 2^-21), exp2(-inf) = %g, exp2(0) = %g", rel, e2[0], e2[1]);
+    check(rel < 4.8e-7 && e2[0] == 0.0f && e2[1] == 1.0f, "fast_exp2", msg);
+    snprintf(msg, sizeof msg, "max abs err %.2e (bound 1e-3)", th_err);
+    check(th_err < 1e-3, "fast_tanh", msg);
+    cudaFree(dx); cudaFree(de); cudaFree(dt);
+}
+
+__global__ void k_reduce(const float *x, float *out) {
+    int lane = threadIdx.x;
+    float v = x[lane];
+    out[lane] = quad_max(v);
+    out[32 + lane] = quad_sum(v);
+    out[64 + lane] = warp_max(v);
+    out[96 + lane] = warp_sum(v);
+}
+
+static void test_reductions(void) {
+    float x[32], out[128], *dx, *dout;
+    unsigned s = 11;
+    for (int i = 0; i < 32; i++) x[i] = (float)(int)(100 * frand(&s)); // integers: exact sums
+    CK(cudaMalloc(&dx, sizeof x));
+    CK(cudaMalloc(&dout, sizeof out));
+    CK(cudaMemcpy(dx, x, sizeof x, cudaMemcpyHostToDevice));
+    k_reduce<<<1, 32>>>(dx, dout);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(out, dout, sizeof out, cudaMemcpyDeviceToHost));
+    int bad = 0;
+    float wmax = -INFINITY, wsum = 0;
+    for (int i = 0; i < 32; i++) { wmax = fmaxf(wmax, x[i]); wsum += x[i]; }
+    for (int lane = 0; lane < 32; lane++) {
+        int q0 = lane & ~3;
+        float qmax = fmaxf(fmaxf(x[q0], x[q0 + 1]), fmaxf(x[q0 + 2], x[q0 + 3]));
+        float qsum = x[q0] + x[q0 + 1] + x[q0 + 2] + x[q0 + 3];
+        bad += out[lane] != qmax || out[32 + lane] != qsum || out[64 + lane] != wmax || out[96 + lane] != wsum;
+    }
+    char msg[48];
+    snprintf(msg, sizeof msg, "%d lanes wrong", bad);
+    check(bad == 0, "quad_max/quad_sum/warp_max/warp_sum", msg);
+    cudaFree(dx); cudaFree(dout);
+}
+
+int main(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        printf("gpu_tile: no CUDA device; nothing run\n");
+        return 2;
+    }
+    test_cp_async();
+    test_swizzle();
+    test_ldmatrix();
+    test_mma<__nv_bfloat16>("mma m16n8k16 bf16 (fragment layout, fp32 accumulate)", f2bf, bf2f);
+    test_mma<__half>("mma m16n8k16 fp16 (fragment layout, fp32 accumulate)", f2h, h2f);
+    test_pack2();
+    test_mbarrier();
+    test_math();
+    test_reductions();
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}
