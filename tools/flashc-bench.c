@@ -1,5 +1,6 @@
 /* flashc-bench.c — run attention shapes, time them, count TFLOP/s and GB/s, check against the float64 oracle. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,10 @@
 
 #include "flashc.h"
 #include "../tests/ref64.h"
+
+#ifdef FLASHC_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 /* ---------------------------------------------------------------------------------------------- */
 /* A benchmark case: one attention shape                                                           */
@@ -28,12 +33,15 @@ typedef struct bench_opts {
     int check;               /* 1: compare sampled rows with the float64 oracle */
     int naive;               /* 1: also time the naive float64 loop (ref64) on the same shape */
     int json;
+    int iters_set;           /* 1: --iters given (else the device's default: 5 CPU, 20 GPU) */
 } bench_opts;
 
 typedef struct bench_result {
     double ms, tflops, gbps, naive_ms;
     double max_err, err_ratio; /* NAN when not checked */
     fc_status status;
+    int sets;                  /* GPU: input sets rotated through (K/V beyond L2) */
+    int64_t nonfinite;         /* GPU: output elements left NaN/inf (every element is looked at) */
 } bench_result;
 
 static bench_case case_default(void) {
@@ -50,10 +58,35 @@ static const bench_case named_cases[] = {
     {"decode-8k-paged16", 8, 1,   8192,  32, 8,  128, 128, 0, -1, -1, 16, 0, 0, 0, 0, FC_BF16},
     {"decode-32k-paged16", 1, 1,  32768, 32, 8,  128, 128, 0, -1, -1, 16, 0, 0, 0, 0, FC_BF16},
     {"decode-8k-paged1", 8, 1,    8192,  32, 8,  128, 128, 0, -1, -1, 1,  0, 0, 0, 0, FC_BF16},
+    /* the performance targets: paged decode, page 16, batch x context, h 32/8, d 128 */
+#define DECODE(B, K, NAME, PS) {NAME, B, 1, K, 32, 8, 128, 128, 0, -1, -1, PS, 0, 0, 0, 0, FC_BF16}
+    DECODE(1, 1024, "decode-p16-b1-1k", 16),     DECODE(1, 8192, "decode-p16-b1-8k", 16),
+    DECODE(1, 32768, "decode-p16-b1-32k", 16),   DECODE(8, 1024, "decode-p16-b8-1k", 16),
+    DECODE(8, 8192, "decode-p16-b8-8k", 16),     DECODE(8, 32768, "decode-p16-b8-32k", 16),
+    DECODE(32, 1024, "decode-p16-b32-1k", 16),   DECODE(32, 8192, "decode-p16-b32-8k", 16),
+    DECODE(32, 32768, "decode-p16-b32-32k", 16), DECODE(128, 1024, "decode-p16-b128-1k", 16),
+    DECODE(128, 8192, "decode-p16-b128-8k", 16), DECODE(128, 32768, "decode-p16-b128-32k", 16),
+    DECODE(8, 32768, "decode-p1-b8-32k", 1),     DECODE(8, 32768, "decode-p256-b8-32k", 256),
+#undef DECODE
+    /* prefill, d 128, h 16, 16k tokens in all: batch = 16k / seqlen */
+#define PREFILL(S, C, NAME) {NAME, 16384 / S, S, S, 16, 16, 128, 128, C, -1, -1, 0, 0, 0, 0, 0, FC_BF16}
+    PREFILL(2048, 0, "prefill-16k-s2k"),  PREFILL(2048, 1, "prefill-16k-s2k-causal"),
+    PREFILL(4096, 0, "prefill-16k-s4k"),  PREFILL(4096, 1, "prefill-16k-s4k-causal"),
+    PREFILL(8192, 0, "prefill-16k-s8k"),  PREFILL(8192, 1, "prefill-16k-s8k-causal"),
+    PREFILL(16384, 0, "prefill-16k-s16k"), PREFILL(16384, 1, "prefill-16k-s16k-causal"),
+#undef PREFILL
 };
 #define N_NAMED ((int)(sizeof named_cases / sizeof named_cases[0]))
 
 static const char *demo_cases[] = {"prefill-2k", "prefill-2k-causal", "decode-8k-paged16"};
+
+/* Named sets of shapes (--set): the performance targets. */
+static int in_set(const char *set, const char *name) {
+    if (!strcmp(set, "decode")) return !strncmp(name, "decode-p", 8);
+    if (!strcmp(set, "prefill")) return !strncmp(name, "prefill-16k", 11);
+    if (!strcmp(set, "perf")) return in_set("decode", name) || in_set("prefill", name);
+    return 0;
+}
 
 static const bench_case *find_case(const char *name) {
     for (int i = 0; i < N_NAMED; i++)
@@ -84,15 +117,39 @@ static uint16_t to_f16(float f) { /* normal range only: inputs here are in [-1, 
     return (uint16_t)(sign | q);
 }
 
-static void *alloc_random(int64_t n, fc_dtype dt) {
-    size_t es = fc_dtype_size(dt);
-    void *p = malloc((size_t)n * es + 64);
-    if (!p) { fprintf(stderr, "flashc-bench: out of memory (%lld elements)\n", (long long)n); exit(2); }
+static void fill_random(void *p, int64_t n, fc_dtype dt) {
     for (int64_t i = 0; i < n; i++) {
         float x = (float)rng_uniform();
         if (dt == FC_FP32) ((float *)p)[i] = x;
         else ((uint16_t *)p)[i] = dt == FC_BF16 ? to_bf16(x) : to_f16(x);
     }
+}
+
+/* Large arrays (GPU KV caches of many GB): blocks copied from a random pool at random offsets, at memcpy
+ * speed. Still random and never all zeros; the blocks repeat values, which timing and checks don't mind. */
+enum { POOL_N = 1 << 22, BLOCK_N = 4096 };
+
+static void fill_random_fast(void *p, int64_t n, fc_dtype dt) {
+    static void *pool[3];
+    size_t es = fc_dtype_size(dt);
+    if (!pool[dt]) {
+        pool[dt] = malloc((size_t)POOL_N * es);
+        if (!pool[dt]) { fprintf(stderr, "flashc-bench: out of memory\n"); exit(2); }
+        fill_random(pool[dt], POOL_N, dt);
+    }
+    for (int64_t i = 0; i < n; i += BLOCK_N) {
+        int64_t m = n - i < BLOCK_N ? n - i : BLOCK_N;
+        int64_t from = (int64_t)((rng_uniform() + 1.0) * 0.5 * (POOL_N - BLOCK_N));
+        memcpy((char *)p + (size_t)i * es, (char *)pool[dt] + (size_t)from * es, (size_t)m * es);
+    }
+}
+
+static void *alloc_random(int64_t n, fc_dtype dt) {
+    size_t es = fc_dtype_size(dt);
+    void *p = malloc((size_t)n * es + 64);
+    if (!p) { fprintf(stderr, "flashc-bench: out of memory (%lld elements)\n", (long long)n); exit(2); }
+    if (n > 4 * (int64_t)POOL_N) fill_random_fast(p, n, dt);
+    else fill_random(p, n, dt);
     return p;
 }
 
@@ -184,12 +241,10 @@ static double visible_pairs(const bench_case *c) {
 /* FLOPs: 2 per multiply-add in Q·K^T (d) and P·V (d_v), over visible pairs. */
 static double case_flops(const bench_case *c) { return 2.0 * visible_pairs(c) * (c->d + c->d_v) * c->h_q * c->b; }
 
-/* Bytes that must move at least once: Q, K, V (the keys used), out. */
+/* Bytes of K and V read once (DESIGN.md's count: what bounds decode). */
 static double case_bytes(const bench_case *c) {
     double es = (double)fc_dtype_size(c->dtype);
-    double qo = (double)c->b * c->s_q * c->h_q * (c->d + c->d_v);
-    double kv = (double)c->b * c->s_k * c->h_k * (c->d + c->d_v);
-    return es * (qo + kv);
+    return es * (double)c->b * c->s_k * c->h_k * (c->d + c->d_v);
 }
 
 static double now_ms(void) {
@@ -235,13 +290,36 @@ static double load_out(const void *p, fc_dtype dt, int64_t i) {
     float f; memcpy(&f, &u, 4); return f;
 }
 
+typedef struct ref_job {
+    const fc_attn_args *a;
+    int row_step, lowp, rc;
+    double *out, *lse;
+} ref_job;
+
+static void *ref_thread(void *arg) {
+    ref_job *j = arg;
+    j->rc = ref64_attn(j->a, j->row_step, j->lowp, j->out, j->lse);
+    return NULL;
+}
+
+/* ref64 in float64 and with the kernels' rounding, the two on two threads; 0 on success. */
+static int ref64_pair(const fc_attn_args *a, int row_step, double *ref, double *lse, double *low, double *lse_low) {
+    ref_job j[2] = {{a, row_step, 0, 0, ref, lse}, {a, row_step, 1, 0, low, lse_low}};
+    pthread_t t;
+    int threaded = pthread_create(&t, NULL, ref_thread, &j[1]) == 0;
+    ref_thread(&j[0]);
+    if (threaded) pthread_join(t, NULL);
+    else ref_thread(&j[1]);
+    return j[0].rc || j[1].rc;
+}
+
 /* FlashAttention's rule on the sampled rows: ratio = max|out-ref| / (2 max|ref_lowp-ref| + 1e-5). */
 static void check_case(const bench_case *c, const fc_attn_args *a, bench_result *r) {
     int64_t rows = ref64_total_q(a), n = rows * c->h_q * c->d_v;
     int row_step = (int)(rows / 16 > 1 ? rows / 16 : 1);
     double *ref = malloc((size_t)n * sizeof *ref), *low = malloc((size_t)n * sizeof *low);
-    double *lse = malloc((size_t)rows * c->h_q * sizeof *lse);
-    if (ref64_attn(a, row_step, 0, ref, lse) || ref64_attn(a, row_step, 1, low, lse)) {
+    double *lse = malloc((size_t)rows * c->h_q * sizeof *lse), *lse_low = malloc((size_t)rows * c->h_q * sizeof *lse);
+    if (ref64_pair(a, row_step, ref, lse, low, lse_low)) {
         r->max_err = r->err_ratio = NAN;
     } else {
         double err = 0, err_low = 0;
@@ -255,7 +333,7 @@ static void check_case(const bench_case *c, const fc_attn_args *a, bench_result 
         r->max_err = err;
         r->err_ratio = err / (2 * err_low + 1e-5);
     }
-    free(ref); free(low); free(lse);
+    free(ref); free(low); free(lse); free(lse_low);
 }
 
 static double time_naive(const fc_attn_args *a, int64_t rows, int h_q, int d_v) {
@@ -267,8 +345,238 @@ static double time_naive(const fc_attn_args *a, int64_t rows, int h_q, int d_v) 
     return ms;
 }
 
+/* ---------------------------------------------------------------------------------------------- */
+/* The CUDA path: device copies of the inputs, sets rotated beyond L2, cudaEvent timing             */
+
+#ifdef FLASHC_HAVE_CUDA
+static cudaStream_t g_stream;
+static size_t g_l2_bytes;
+
+static void cuda_or_die(cudaError_t e, const char *what) {
+    if (e == cudaSuccess) return;
+    fprintf(stderr, "flashc-bench: %s: %s\n", what, cudaGetErrorString(e));
+    exit(2);
+}
+#define CK(call) cuda_or_die((call), #call)
+
+/* The stream and the device's L2 size; one line about the device (not with --json). */
+static void cuda_init(const bench_opts *o) {
+    static int done;
+    if (done) return;
+    done = 1;
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+    g_l2_bytes = (size_t)prop.l2CacheSize;
+    if (!o->json)
+        printf("GPU: %s, %d SMs, L2 %.0f MB; timing: cudaEvents on a stream, median of %d samples after %d warm-up\n",
+               prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6, o->iters, o->warmup);
+}
+
+/* Bytes spanned by a contiguous tensor (0 when absent). */
+static size_t tensor_bytes(const fc_tensor *t) {
+    if (!t->data) return 0;
+    return (size_t)(t->shape[0] * t->stride[0]) * fc_dtype_size(t->dtype);
+}
+
+static void *dev_alloc(size_t n) {
+    void *p = NULL;
+    CK(cudaMalloc(&p, n ? n : 256));
+    return p;
+}
+
+/* One set of device inputs. q, k, v differ between sets (so that rotating through them reads memory
+ * the L2 does not hold); out, lse, page table, seqused, ALiBi, sinks belong to set 0 and are shared. */
+typedef struct dev_set {
+    fc_attn_args a;
+} dev_set;
+
+/* Every tensor of a (host) copied to the device: set 0. */
+static void dev_set_first(const fc_attn_args *host, dev_set *s) {
+    s->a = *host;
+    s->a.device = FC_DEVICE_CUDA;
+    fc_tensor *t[] = {&s->a.q, &s->a.k, &s->a.v, &s->a.out, &s->a.lse, &s->a.page_table, &s->a.seqused_k,
+                      &s->a.alibi_slopes, &s->a.sinks};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        if (!t[i]->data) continue;
+        size_t n = tensor_bytes(t[i]);
+        void *d = dev_alloc(n);
+        CK(cudaMemcpy(d, t[i]->data, n, cudaMemcpyHostToDevice));
+        t[i]->data = d;
+    }
+}
+
+/* Set s: fresh q, k, v (device copies of set 0's), the rest shared with set 0. */
+static void dev_set_more(const dev_set *first, dev_set *s) {
+    s->a = first->a;
+    fc_tensor *t[] = {&s->a.q, &s->a.k, &s->a.v};
+    for (int i = 0; i < 3; i++) {
+        size_t n = tensor_bytes(t[i]);
+        void *d = dev_alloc(n);
+        CK(cudaMemcpy(d, t[i]->data, n, cudaMemcpyDeviceToDevice));
+        t[i]->data = d;
+    }
+}
+
+static void dev_sets_free(dev_set *sets, int n) {
+    for (int s = 0; s < n; s++) {
+        fc_tensor *t[] = {&sets[s].a.q, &sets[s].a.k, &sets[s].a.v, &sets[s].a.out, &sets[s].a.lse,
+                          &sets[s].a.page_table, &sets[s].a.seqused_k, &sets[s].a.alibi_slopes, &sets[s].a.sinks};
+        int count = s == 0 ? (int)(sizeof t / sizeof t[0]) : 3;
+        for (int i = 0; i < count; i++)
+            if (t[i]->data) CK(cudaFree(t[i]->data));
+    }
+}
+
+/* Enough sets that one pass over them reads at least 4x the L2 (1 for large shapes; at most 256). */
+static int sets_needed(const fc_attn_args *a) {
+    double per = (double)(tensor_bytes(&a->q) + tensor_bytes(&a->k) + tensor_bytes(&a->v));
+    double want = ceil(4.0 * (double)g_l2_bytes / (per > 0 ? per : 1));
+    return want < 1 ? 1 : want > 256 ? 256 : (int)want;
+}
+
+/* Median over o->iters samples of (event time of one pass over the sets) / sets, after o->warmup passes. */
+static fc_status time_cuda(const dev_set *sets, int nsets, void *ws, size_t ws_bytes, const bench_opts *o,
+                           double *median_ms) {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    double *t = malloc((size_t)o->iters * sizeof *t);
+    fc_status st = FC_OK;
+    for (int i = -o->warmup; i < o->iters && st == FC_OK; i++) {
+        CK(cudaEventRecord(e0, g_stream));
+        for (int s = 0; s < nsets && st == FC_OK; s++) st = fc_attn_fwd(&sets[s].a, ws, ws_bytes, g_stream);
+        CK(cudaEventRecord(e1, g_stream));
+        CK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        if (i >= 0) t[i] = ms / nsets;
+    }
+    if (st == FC_OK) {
+        qsort(t, (size_t)o->iters, sizeof *t, cmp_double);
+        *median_ms = t[o->iters / 2];
+    }
+    free(t);
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    return st;
+}
+
+/* The first (up to) two sequences of a dense or paged problem: what the oracle checks on the GPU path
+ * (its cost grows with every sequence's whole cache). */
+static fc_attn_args first_sequences(const fc_attn_args *a, int b) {
+    fc_attn_args s = *a;
+    int n = b < 2 ? b : 2;
+    s.q.shape[0] = s.out.shape[0] = n;
+    if (s.lse.data) s.lse.shape[0] = n;
+    if (s.page_table.data) {
+        s.page_table.shape[0] = n;
+        s.seqused_k.shape[0] = n;
+    } else {
+        s.k.shape[0] = s.v.shape[0] = n;
+    }
+    if (s.alibi_slopes.data && s.alibi_slopes.ndim == 2) s.alibi_slopes.shape[0] = n;
+    s.device = FC_DEVICE_CPU;
+    return s;
+}
+
+/* One more run on set 0 with out/lse poisoned (NaN), copied back: every element must be finite, and
+ * the first sequences are checked against the oracle. */
+static void check_cuda(const bench_case *c, const fc_attn_args *host, const dev_set *s0, void *ws, size_t ws_bytes,
+                       bench_result *r) {
+    size_t ob = tensor_bytes(&host->out), lb = tensor_bytes(&host->lse);
+    CK(cudaMemsetAsync(s0->a.out.data, 0xff, ob, g_stream));
+    if (lb) CK(cudaMemsetAsync(s0->a.lse.data, 0xff, lb, g_stream));
+    r->status = fc_attn_fwd(&s0->a, ws, ws_bytes, g_stream);
+    CK(cudaStreamSynchronize(g_stream));
+    if (r->status != FC_OK) return;
+    CK(cudaMemcpy(host->out.data, s0->a.out.data, ob, cudaMemcpyDeviceToHost));
+    if (lb) CK(cudaMemcpy(host->lse.data, s0->a.lse.data, lb, cudaMemcpyDeviceToHost));
+    int64_t n = (int64_t)(ob / fc_dtype_size(c->dtype));
+    r->nonfinite = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(load_out(host->out.data, c->dtype, i))) r->nonfinite++;
+    fc_attn_args sub = first_sequences(host, c->b);
+    check_case(c, &sub, r);
+    if (r->nonfinite) r->err_ratio = INFINITY;
+}
+
+static bench_result run_case_cuda(const bench_case *c, const bench_opts *o) {
+    bench_result r = {NAN, NAN, NAN, NAN, NAN, NAN, FC_OK, 0, 0};
+    cuda_init(o);
+    bench_buffers buf = {0};
+    fc_attn_args a;
+    setup_args(c, o, &buf, &a);
+    int nsets = sets_needed(&a);
+    dev_set *sets = calloc((size_t)nsets, sizeof *sets);
+    dev_set_first(&a, &sets[0]);
+    for (int s = 1; s < nsets; s++) dev_set_more(&sets[0], &sets[s]);
+    CK(cudaDeviceSynchronize());
+    r.sets = nsets;
+    size_t ws_bytes = 0;
+    void *ws = NULL;
+    r.status = fc_attn_workspace_size(&sets[0].a, &ws_bytes);
+    if (r.status == FC_OK && ws_bytes) ws = dev_alloc(ws_bytes);
+    if (r.status == FC_OK) r.status = time_cuda(sets, nsets, ws, ws_bytes, o, &r.ms);
+    if (r.status == FC_OK) {
+        r.tflops = case_flops(c) / (r.ms * 1e-3) / 1e12;
+        r.gbps = case_bytes(c) / (r.ms * 1e-3) / 1e9;
+        if (o->check) check_cuda(c, &a, &sets[0], ws, ws_bytes, &r);
+        if (o->naive && r.status == FC_OK) r.naive_ms = time_naive(&a, ref64_total_q(&a), c->h_q, c->d_v);
+    }
+    if (ws) CK(cudaFree(ws));
+    dev_sets_free(sets, nsets);
+    free(sets);
+    free_buffers(&buf);
+    return r;
+}
+
+/* 1 if the CUDA forward runs: a tiny probe (b 1, s_q 1, s_k 16, h 1, d 64, bf16). Otherwise 0, with the
+ * reason in why. */
+static int cuda_forward_works(char *why, size_t n) {
+    if (!fc_cuda_available()) {
+        snprintf(why, n, "no CUDA device");
+        return 0;
+    }
+    size_t qb = 64 * 2, kb = 16 * 64 * 2;
+    void *q = dev_alloc(qb), *k = dev_alloc(kb), *v = dev_alloc(kb), *out = dev_alloc(qb), *ws = NULL;
+    CK(cudaMemset(q, 0x3c, qb)); /* 0x3c3c: about 0.0115 in bf16 */
+    CK(cudaMemset(k, 0x3c, kb));
+    CK(cudaMemset(v, 0x3c, kb));
+    fc_attn_args a;
+    fc_attn_args_init(&a);
+    a.device = FC_DEVICE_CUDA;
+    a.q = fc_tensor_4d(q, FC_BF16, 1, 1, 1, 64);
+    a.k = fc_tensor_4d(k, FC_BF16, 1, 16, 1, 64);
+    a.v = fc_tensor_4d(v, FC_BF16, 1, 16, 1, 64);
+    a.out = fc_tensor_4d(out, FC_BF16, 1, 1, 1, 64);
+    size_t ws_bytes = 0;
+    fc_status st = fc_attn_workspace_size(&a, &ws_bytes);
+    if (st == FC_OK && ws_bytes) ws = dev_alloc(ws_bytes);
+    if (st == FC_OK) st = fc_attn_fwd(&a, ws, ws_bytes, NULL);
+    if (st != FC_OK) snprintf(why, n, "%s: %s", fc_status_string(st), fc_last_error());
+    cudaError_t e = cudaDeviceSynchronize();
+    if (st == FC_OK && e != cudaSuccess) snprintf(why, n, "%s", cudaGetErrorString(e));
+    cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(out); cudaFree(ws);
+    return st == FC_OK && e == cudaSuccess;
+}
+#else
+static void cuda_init(const bench_opts *o) {}
+
+static bench_result run_case_cuda(const bench_case *c, const bench_opts *o) {
+    bench_result r = {NAN, NAN, NAN, NAN, NAN, NAN, FC_ERR_NO_DEVICE, 0, 0};
+    return r;
+}
+
+static int cuda_forward_works(char *why, size_t n) {
+    snprintf(why, n, "this flashc-bench was built without CUDA");
+    return 0;
+}
+#endif
+
 static bench_result run_case(const bench_case *c, const bench_opts *o) {
-    bench_result r = {NAN, NAN, NAN, NAN, NAN, NAN, FC_OK};
+    if (o->device == FC_DEVICE_CUDA) return run_case_cuda(c, o);
+    bench_result r = {NAN, NAN, NAN, NAN, NAN, NAN, FC_OK, 0, 0};
     bench_buffers buf = {0};
     fc_attn_args a;
     setup_args(c, o, &buf, &a);
@@ -290,8 +598,15 @@ static const char *dtype_str(fc_dtype dt) { return dt == FC_BF16 ? "bf16" : dt =
 
 static void print_header(const bench_opts *o) {
     if (o->json) return;
-    printf("%-20s %-4s %4s %6s %6s %4s %4s %4s %4s %6s %9s %9s %8s %10s %8s\n", "case", "dev", "b", "s_q", "s_k", "h_q",
+    printf("%-24s %-4s %4s %6s %6s %4s %4s %4s %4s %6s %9s %9s %8s %10s %8s\n", "case", "dev", "b", "s_q", "s_k", "h_q",
            "h_k", "d", "page", "causal", "ms", "TFLOP/s", "GB/s", "max_err", "ratio");
+}
+
+/* x in fmt, or null when it is not finite (JSON has no NaN). */
+static const char *json_num(char *buf, const char *fmt, double x) {
+    if (isfinite(x)) snprintf(buf, 32, fmt, x);
+    else snprintf(buf, 32, "null");
+    return buf;
 }
 
 static void print_result(const bench_case *c, const bench_opts *o, const bench_result *r) {
@@ -301,21 +616,26 @@ static void print_result(const bench_case *c, const bench_opts *o, const bench_r
             printf("{\"case\":\"%s\",\"device\":\"%s\",\"status\":\"%s\",\"error\":\"%s\"}\n", c->name, dev,
                    fc_status_string(r->status), fc_last_error());
         else
-            printf("%-20s %-4s failed: %s: %s\n", c->name, dev, fc_status_string(r->status), fc_last_error());
+            printf("%-24s %-4s failed: %s: %s\n", c->name, dev, fc_status_string(r->status), fc_last_error());
         return;
     }
     if (o->json) {
+        char err[32], ratio[32], naive[32];
         printf("{\"case\":\"%s\",\"device\":\"%s\",\"dtype\":\"%s\",\"b\":%d,\"s_q\":%d,\"s_k\":%d,\"h_q\":%d,\"h_k\":%d,"
                "\"d\":%d,\"d_v\":%d,\"page_size\":%d,\"causal\":%d,\"ms\":%.4f,\"tflops\":%.6f,\"gbps\":%.3f,"
-               "\"max_err\":%.3e,\"err_ratio\":%.4f,\"naive_ms\":%.2f}\n",
+               "\"max_err\":%s,\"err_ratio\":%s,\"naive_ms\":%s,\"sets\":%d,\"nonfinite\":%lld}\n",
                c->name, dev, dtype_str(c->dtype), c->b, c->s_q, c->s_k, c->h_q, c->h_k, c->d, c->d_v, c->page_size,
-               c->causal, r->ms, r->tflops, r->gbps, r->max_err, r->err_ratio, r->naive_ms);
+               c->causal, r->ms, r->tflops, r->gbps, json_num(err, "%.3e", r->max_err),
+               json_num(ratio, "%.4f", r->err_ratio), json_num(naive, "%.2f", r->naive_ms), r->sets,
+               (long long)r->nonfinite);
         return;
     }
-    printf("%-20s %-4s %4d %6d %6d %4d %4d %4d %4d %6d %9.3f %9.4f %8.2f %10.2e %8.3f\n", c->name, dev, c->b, c->s_q,
+    printf("%-24s %-4s %4d %6d %6d %4d %4d %4d %4d %6d %9.4f %9.4f %8.2f %10.2e %8.3f\n", c->name, dev, c->b, c->s_q,
            c->s_k, c->h_q, c->h_k, c->d, c->page_size, c->causal, r->ms, r->tflops, r->gbps, r->max_err, r->err_ratio);
+    if (r->nonfinite)
+        printf("%-20s %lld output elements not finite (left unwritten, or NaN)\n", "", (long long)r->nonfinite);
     if (o->naive && !isnan(r->naive_ms))
-        printf("%-20s naive float64 loop: %.1f ms = %.3f GFLOP/s (flashc %.1fx faster)\n", "", r->naive_ms,
+        printf("%-24s naive float64 loop: %.1f ms = %.3f GFLOP/s (flashc %.1fx faster)\n", "", r->naive_ms,
                case_flops(c) / (r->naive_ms * 1e-3) / 1e9, r->naive_ms / r->ms);
 }
 
@@ -327,17 +647,20 @@ static void usage(void) {
            "  --demo                 the demo set (GPU if present, else CPU)\n"
            "  --shape NAME           a named shape (--list shows them); repeatable\n"
            "  --sweep                every named shape\n"
+           "  --set decode|prefill|perf   the performance targets: paged decode, 16k-token prefill, both\n"
            "  --list                 list named shapes\n"
            "  --b N --sq N --sk N --hq N --hk N --d N --dv N   a custom shape\n"
            "  --dtype bf16|fp16|fp32 --causal --window L,R --softcap C --alibi --sinks\n"
            "  --page-size N          paged KV cache with this page size (0: dense)\n"
            "  --splits N             num_splits (0: auto)\n"
-           "  --device cpu|cuda      backend (default: cpu)\n"
-           "  --iters N --warmup N   timing (default 5, 1)\n"
+           "  --device cpu|cuda      backend (default: cpu); cuda: device buffers, cudaEvent timing, input\n"
+           "                         sets rotated so K/V exceed the L2, oracle check of the first 2 sequences\n"
+           "  --iters N --warmup N   timing (default 5, 1 on the CPU; 20, 3 on the GPU)\n"
            "  --no-check             skip the float64 oracle check\n"
            "  --naive                also time the naive float64 loop on the shape\n"
            "  --threads N            CPU worker threads\n"
-           "  --json                 one JSON object per line\n");
+           "  --json                 one JSON object per line\n"
+           "GB/s counts K and V read once; TFLOP/s counts 2 FLOPs per multiply-add of QK^T and PV over visible pairs.\n");
 }
 
 static fc_dtype parse_dtype(const char *s) {
@@ -354,7 +677,8 @@ static const char *need_value(int argc, char **argv, int i) {
 }
 
 int main(int argc, char **argv) {
-    bench_opts o = {FC_DEVICE_CPU, 5, 1, 1, 0, 0};
+    bench_opts o = {FC_DEVICE_CPU, 5, 1, 1, 0, 0, 0};
+    int warmup_set = 0;
     bench_case custom = case_default();
     const bench_case *list[64];
     int n = 0, custom_set = 0, demo = 0;
@@ -365,6 +689,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(arg, "--list")) { for (int j = 0; j < N_NAMED; j++) printf("%s\n", named_cases[j].name); return 0; }
         else if (!strcmp(arg, "--demo")) demo = 1;
         else if (!strcmp(arg, "--sweep")) { for (int j = 0; j < N_NAMED && n < 64; j++) list[n++] = &named_cases[j]; }
+        else if (!strcmp(arg, "--set")) {
+            const char *set = VAL;
+            int found = 0;
+            for (int j = 0; j < N_NAMED && n < 64; j++)
+                if (in_set(set, named_cases[j].name)) { list[n++] = &named_cases[j]; found = 1; }
+            if (!found) { fprintf(stderr, "flashc-bench: unknown set %s (decode, prefill, perf)\n", set); return 2; }
+        }
         else if (!strcmp(arg, "--shape")) {
             const char *name = VAL;
             const bench_case *c = find_case(name);
@@ -396,8 +727,8 @@ int main(int argc, char **argv) {
             if (!strcmp(d, "cuda")) o.device = FC_DEVICE_CUDA;
             else if (strcmp(d, "cpu")) { fprintf(stderr, "flashc-bench: unknown device %s\n", d); return 2; }
         }
-        else if (!strcmp(arg, "--iters")) o.iters = atoi(VAL);
-        else if (!strcmp(arg, "--warmup")) o.warmup = atoi(VAL);
+        else if (!strcmp(arg, "--iters")) { o.iters = atoi(VAL); o.iters_set = 1; }
+        else if (!strcmp(arg, "--warmup")) { o.warmup = atoi(VAL); warmup_set = 1; }
         else if (!strcmp(arg, "--no-check")) o.check = 0;
         else if (!strcmp(arg, "--naive")) o.naive = 1;
         else if (!strcmp(arg, "--json")) o.json = 1;
@@ -407,24 +738,39 @@ int main(int argc, char **argv) {
         else { fprintf(stderr, "flashc-bench: unknown option %s (see --help)\n", arg); return 2; }
 #undef VAL
     }
-    if (o.iters < 1) o.iters = 1;
-    if (o.warmup < 0) o.warmup = 0;
+    char why[400] = "";
     if (o.device == FC_DEVICE_CUDA) {
-        /* The CUDA kernels come with the next issue; the bench will then allocate device buffers. */
-        fprintf(stderr, "flashc-bench: --device cuda: %s\n",
-                fc_cuda_available() ? "this flashc has no CUDA attention kernels yet" : "no CUDA device or CUDA build");
+#ifndef FLASHC_HAVE_CUDA
+        fprintf(stderr, "flashc-bench: --device cuda: this flashc-bench was built without CUDA (nvcc not found)\n");
         return 2;
+#endif
+        if (!fc_cuda_available()) {
+            fprintf(stderr, "flashc-bench: --device cuda: no CUDA device visible, or flashc built without CUDA\n");
+            return 2;
+        }
     }
     if (demo) {
-        if (fc_cuda_available() && !o.json)
-            printf("(a GPU is present, but this flashc has no CUDA kernels yet: the demo runs on the CPU)\n");
+        if (cuda_forward_works(why, sizeof why)) {
+            o.device = FC_DEVICE_CUDA;
+        } else {
+            if (fc_cuda_available() && !o.json)
+                printf("(a GPU is present, but the CUDA forward answered \"%s\": the demo runs on the CPU)\n", why);
+            if (!o.iters_set) o.iters = 3;
+        }
         for (int j = 0; j < (int)(sizeof demo_cases / sizeof *demo_cases); j++) list[n++] = find_case(demo_cases[j]);
-        o.iters = 3;
     }
+    if (o.device == FC_DEVICE_CUDA) {
+        if (!o.iters_set) o.iters = 20;
+        if (!warmup_set) o.warmup = 3;
+    }
+    if (o.iters < 1) o.iters = 1;
+    if (o.warmup < 0) o.warmup = 0;
     if (custom_set || n == 0) list[n++] = &custom;
-    if (!o.json)
+    if (!o.json && o.device == FC_DEVICE_CPU)
         printf("flashc %s, CPU threads %d, timing: median of %d after %d warm-up\n", fc_version(), fc_get_num_threads(),
                o.iters, o.warmup);
+    if (!o.json && o.device == FC_DEVICE_CUDA) printf("flashc %s\n", fc_version());
+    if (o.device == FC_DEVICE_CUDA) cuda_init(&o);
     print_header(&o);
     int failed = 0;
     for (int i = 0; i < n; i++) {

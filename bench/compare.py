@@ -1,0 +1,400 @@
+"""compare.py — times flashc against torch SDPA (cuDNN and flash backends) on one Hopper GPU, in one process.
+
+usage: python3 bench/compare.py [--set decode|prefill|all] [--json PATH] [--png PATH] [--eager]
+                                [--samples N] [--warmup N] [--only SUBSTRING]
+
+Shapes are the performance targets of DESIGN.md: paged decode (page 16; batch 1, 8, 32, 128 x context
+1k, 8k, 32k; page 1 and 256 at batch 8 x 32k; 32 query heads over 8 KV heads, d 128, bf16) and prefill
+(d 128, h 16, 16k tokens at seqlen 2k .. 16k, causal and not). flashc runs paged decode through
+flash_attn_with_kvcache; torch has no paged attention, so its SDPA gets the same logical K/V as one
+contiguous (b, h_k, s_k, d) tensor per input with enable_gqa=True (expanded to h_q heads where a
+backend refuses GQA; the table says which) — its best case.
+
+Method: CUDA events around one pass over enough input sets that K/V exceed 4x the L2, divided by the
+sets; warm-up, median of many samples; by default each pass is a captured CUDA graph (kernel time, as
+a serving engine runs decode), --eager times plain calls (launch overhead included). The streaming-read
+ceiling is measured in the same run (a large tensor's .sum(): bytes read / time; a copy is shown too)
+and decode GB/s (K+V bytes read once) is reported as a percentage of it. A backend that cannot run a
+shape (or flashc without CUDA kernels: FlashcError) shows n/a.
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+
+try:
+    import flashc
+    from flashc import FlashcError
+except Exception as e:  # the binding itself is missing: flashc columns are n/a
+    class FlashcError(Exception):
+        pass
+    flashc = None
+    FLASHC_IMPORT_ERROR = str(e)
+else:
+    FLASHC_IMPORT_ERROR = None
+
+DT = torch.bfloat16
+
+
+# ------------------------------------------------------------------------------------------------
+# Shapes
+
+def decode_shapes():
+    """(name, kind, params): paged decode targets."""
+    out = []
+    for b in (1, 8, 32, 128):
+        for ctx in (1024, 8192, 32768):
+            out.append(("decode-p16-b%d-%dk" % (b, ctx // 1024), "decode",
+                        dict(b=b, s_k=ctx, h_q=32, h_k=8, d=128, page=16)))
+    for page in (1, 256):
+        out.append(("decode-p%d-b8-32k" % page, "decode", dict(b=8, s_k=32768, h_q=32, h_k=8, d=128, page=page)))
+    return out
+
+
+def prefill_shapes():
+    out = []
+    for s in (2048, 4096, 8192, 16384):
+        for causal in (False, True):
+            out.append(("prefill-16k-s%dk%s" % (s // 1024, "-causal" if causal else ""), "prefill",
+                        dict(b=16384 // s, s=s, h=16, d=128, causal=causal)))
+    return out
+
+
+def visible_pairs(s_q, s_k, causal):
+    if not causal:
+        return s_q * s_k
+    off = s_k - s_q
+    return sum(max(0, min(s_k, i + off + 1)) for i in range(s_q))
+
+
+# ------------------------------------------------------------------------------------------------
+# Timing
+
+def capture_graph(run):
+    """A CUDA graph of run() (after a warm-up on a side stream), or raises."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        run()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        run()
+    return g
+
+
+def time_pass(calls, samples, warmup, use_graph):
+    """Median ms of one call: events around one pass over calls (one per input set), / len(calls).
+    Returns (ms, mode) with mode 'graph' or 'eager'."""
+    def run():
+        for c in calls:
+            c()
+
+    mode, fn = "eager", run
+    if use_graph:
+        try:
+            g = capture_graph(run)
+            mode, fn = "graph", g.replay
+        except Exception:
+            torch.cuda.synchronize()
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(samples):
+        e0.record()
+        fn()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) / len(calls))
+    return statistics.median(times), mode
+
+
+def read_ceiling(gib=4.0):
+    """Streaming-read rate of this GPU (GB/s): the best of a few reductions over a large tensor (bytes
+    read / time; each alone can fall short of the memory's rate); and a copy's read+write rate."""
+    n = int(gib * 2**30 / 2)
+    x = torch.randn(n, device="cuda", dtype=DT)
+    y = torch.empty_like(x)
+    probes = {"bf16 sum": lambda: x.sum(), "fp32-view sum": lambda: x.view(torch.float32).sum(),
+              "int32-view max": lambda: x.view(torch.int32).max()}
+    reads = {}
+    for name, fn in probes.items():
+        ms, _ = time_pass([fn], 20, 3, False)
+        reads[name] = n * 2 / (ms * 1e-3) / 1e9
+    copy_ms, _ = time_pass([lambda: y.copy_(x)], 20, 3, False)
+    return max(reads.values()), reads, 2 * n * 2 / (copy_ms * 1e-3) / 1e9
+
+
+def num_sets(bytes_per_set, l2):
+    return max(1, min(256, math.ceil(4 * l2 / max(bytes_per_set, 1))))
+
+
+# ------------------------------------------------------------------------------------------------
+# Implementations: each returns a zero-arg callable for one input set (or raises)
+
+def sdpa_call(backend, q, k, v, causal, gqa):
+    """torch SDPA on (b, s, h, d) tensors (passed as (b, h, s, d) views) with one backend."""
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    if gqa == "expand":
+        rep = qt.shape[1] // kt.shape[1]
+        kt, vt = kt.repeat_interleave(rep, dim=1), vt.repeat_interleave(rep, dim=1)
+    kw = {"enable_gqa": True} if gqa == "gqa" and qt.shape[1] != kt.shape[1] else {}
+
+    def call():
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, **kw)
+    return call
+
+
+def first_working(make_calls, modes):
+    """The first mode whose calls run: (calls, mode, first output); raises the last error otherwise."""
+    err = None
+    for mode in modes:
+        try:
+            calls = make_calls(mode)
+            out = calls[0]()
+            torch.cuda.synchronize()
+            return calls, mode, out
+        except Exception as e:  # a backend refusing the shape
+            err = e
+            torch.cuda.synchronize()
+    raise err
+
+
+# ------------------------------------------------------------------------------------------------
+# One shape
+
+def make_decode_inputs(p, n, gen):
+    """n sets of (q, paged k/v, page table, seqlens, dense k/v) with the same logical K/V per set."""
+    b, s_k, h_q, h_k, d, ps = p["b"], p["s_k"], p["h_q"], p["h_k"], p["d"], p["page"]
+    pps = (s_k + ps - 1) // ps
+    sets = []
+    for _ in range(n):
+        q = torch.randn(b, 1, h_q, d, device="cuda", dtype=DT, generator=gen)
+        kc = torch.randn(b * pps, ps, h_k, d, device="cuda", dtype=DT, generator=gen)
+        vc = torch.randn(b * pps, ps, h_k, d, device="cuda", dtype=DT, generator=gen)
+        table = torch.randperm(b * pps, device="cuda", generator=gen).to(torch.int32).view(b, pps)
+        seqlens = torch.full((b,), s_k, device="cuda", dtype=torch.int32)
+        kd = kc[table.long()].reshape(b, pps * ps, h_k, d)[:, :s_k].contiguous()
+        vd = vc[table.long()].reshape(b, pps * ps, h_k, d)[:, :s_k].contiguous()
+        sets.append(dict(q=q, kc=kc, vc=vc, table=table, seqlens=seqlens, kd=kd, vd=vd))
+    return sets
+
+
+def run_decode(name, p, args, l2, gen):
+    b, s_k, h_k, d = p["b"], p["s_k"], p["h_k"], p["d"]
+    kv_bytes = 2 * b * s_k * h_k * d * 2
+    n = num_sets(kv_bytes, l2)
+    sets = make_decode_inputs(p, n, gen)
+    row = dict(name=name, kind="decode", params=p, sets=n, kv_bytes=kv_bytes,
+               note="flashc paged (page %d); torch dense contiguous K/V" % p["page"])
+
+    def flashc_calls(_mode):
+        return [lambda s=s: flashc.flash_attn_with_kvcache(s["q"], s["kc"], s["vc"], cache_seqlens=s["seqlens"],
+                                                           block_table=s["table"]) for s in sets]
+
+    def torch_calls(backend):
+        return lambda mode: [sdpa_call(backend, s["q"], s["kd"], s["vd"], False, mode) for s in sets]
+
+    measure(row, args, flashc_calls, torch_calls, ["gqa", "expand"])
+    for key in ("flashc", "cudnn", "flash"):
+        ms = row[key]["ms"]
+        row[key]["gbps"] = kv_bytes / (ms * 1e-3) / 1e9 if ms else None
+    return row
+
+
+def run_prefill(name, p, args, l2, gen):
+    b, s, h, d, causal = p["b"], p["s"], p["h"], p["d"], p["causal"]
+    per_set = 3 * b * s * h * d * 2
+    n = num_sets(per_set, l2)
+    sets = [[torch.randn(b, s, h, d, device="cuda", dtype=DT, generator=gen) for _ in range(3)] for _ in range(n)]
+    flops = 4.0 * visible_pairs(s, s, causal) * d * h * b
+    row = dict(name=name, kind="prefill", params=p, sets=n, flops=flops, note="")
+
+    def flashc_calls(_mode):
+        return [lambda t=t: flashc.flash_attn_func(t[0], t[1], t[2], causal=causal) for t in sets]
+
+    def torch_calls(backend):
+        return lambda mode: [sdpa_call(backend, t[0], t[1], t[2], causal, mode) for t in sets]
+
+    measure(row, args, flashc_calls, torch_calls, ["mha"])
+    for key in ("flashc", "cudnn", "flash"):
+        ms = row[key]["ms"]
+        row[key]["tflops"] = flops / (ms * 1e-3) / 1e12 if ms else None
+    return row
+
+
+def measure(row, args, flashc_calls, torch_calls, torch_modes):
+    """Fills row['flashc'], row['cudnn'], row['flash'] with ms, mode and error; and the max difference
+    of flashc's output from torch's."""
+    outs = {}
+    impls = [("flashc", flashc_calls, ["-"]),
+             ("cudnn", torch_calls(SDPBackend.CUDNN_ATTENTION), torch_modes),
+             ("flash", torch_calls(SDPBackend.FLASH_ATTENTION), torch_modes)]
+    for key, make, modes in impls:
+        res = dict(ms=None, mode=None, gqa=None, error=None)
+        if key == "flashc" and flashc is None:
+            res["error"] = "flashc not importable: %s" % FLASHC_IMPORT_ERROR
+        else:
+            try:
+                calls, mode, out = first_working(make, modes)
+                outs[key] = out.transpose(1, 2) if key != "flashc" else out  # torch gives (b, h, s, d)
+                res["gqa"] = mode if key != "flashc" else None
+                res["ms"], res["mode"] = time_pass(calls, args.samples, args.warmup, not args.eager)
+            except FlashcError as e:
+                res["error"] = "FlashcError: %s" % e
+            except Exception as e:
+                res["error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+        row[key] = res
+        torch.cuda.synchronize()
+    ref = outs.get("flash", outs.get("cudnn"))
+    if "flashc" in outs and ref is not None:
+        row["max_abs_diff_vs_torch"] = (outs["flashc"].float() - ref.float()).abs().max().item()
+
+
+# ------------------------------------------------------------------------------------------------
+# Output
+
+def fmt_ms(r):
+    if r["ms"] is None:
+        return "n/a"
+    mark = "" if r["mode"] == "graph" else "*"
+    return "%.4f%s" % (r["ms"], mark)
+
+
+def fmt_ratio(a, b):
+    return "%.2fx" % (a["ms"] / b["ms"]) if a["ms"] and b["ms"] else "n/a"
+
+
+def print_table(rows, ceiling):
+    head = "%-24s %10s %10s %10s %14s %14s %14s %7s %7s %8s  %s" % (
+        "shape", "flashc ms", "cuDNN ms", "flash ms", "flashc", "cuDNN", "flash", "cuDNN/", "flash/", "max|d|",
+        "note")
+    print(head)
+    print("%-24s %10s %10s %10s %14s %14s %14s %7s %7s %8s" % ("", "", "", "", "", "", "", "flashc", "flashc",
+                                                              "vs torch"))
+    for r in rows:
+        if r["kind"] == "decode":
+            rate = lambda k: ("%.0f GB/s" % r[k]["gbps"]) if r[k].get("gbps") else "n/a"
+            pct = lambda k: (" %3.0f%%" % (100 * r[k]["gbps"] / ceiling)) if r[k].get("gbps") else ""
+            cols = [rate(k) + pct(k) for k in ("flashc", "cudnn", "flash")]
+        else:
+            cols = [("%.0f TF/s" % r[k]["tflops"]) if r[k].get("tflops") else "n/a" for k in ("flashc", "cudnn", "flash")]
+        note = r["note"]
+        gq = [r[k]["gqa"] for k in ("cudnn", "flash") if r[k].get("gqa") == "expand"]
+        if gq:
+            note += "; K/V expanded to h_q for a backend without GQA"
+        diff = r.get("max_abs_diff_vs_torch")
+        print("%-24s %10s %10s %10s %14s %14s %14s %7s %7s %8s  %s" % (
+            r["name"], fmt_ms(r["flashc"]), fmt_ms(r["cudnn"]), fmt_ms(r["flash"]), cols[0], cols[1], cols[2],
+            fmt_ratio(r["cudnn"], r["flashc"]), fmt_ratio(r["flash"], r["flashc"]),
+            "%.1e" % diff if diff is not None else "n/a", note))
+    errors = sorted({"%s: %s" % (k, r[k]["error"]) for r in rows for k in ("flashc", "cudnn", "flash") if r[k]["error"]})
+    for e in errors:
+        print("  n/a because %s" % e)
+    print("ratios: torch time / flashc time (> 1: flashc faster). * = eager timing (graph capture failed). "
+          "Decode %% = GB/s of K+V read once over the streaming-read ceiling. max|d|: flashc's output against "
+          "torch flash's (or cuDNN's).")
+
+
+def write_png(rows, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("--png: matplotlib not importable here: plot skipped")
+        return
+    groups = [("decode", "GB/s (K+V read once)", "gbps"), ("prefill", "TFLOP/s", "tflops")]
+    groups = [g for g in groups if any(r["kind"] == g[0] for r in rows)]
+    fig, axes = plt.subplots(len(groups), 1, figsize=(14, 5 * len(groups)), squeeze=False)
+    for ax, (kind, label, key) in zip(axes[:, 0], groups):
+        sel = [r for r in rows if r["kind"] == kind]
+        xs = range(len(sel))
+        for i, (impl, color) in enumerate((("flashc", "tab:red"), ("cudnn", "tab:blue"), ("flash", "tab:green"))):
+            vals = [r[impl].get(key) or 0 for r in sel]
+            ax.bar([x + (i - 1) * 0.27 for x in xs], vals, 0.27, label=impl if impl == "flashc" else "torch " + impl,
+                   color=color)
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([r["name"] for r in sel], rotation=35, ha="right", fontsize=8)
+        ax.set_ylabel(label)
+        ax.set_title("%s (%s)" % (kind, torch.cuda.get_device_name()))
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print("wrote %s" % path)
+
+
+# ------------------------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--set", default="all", choices=["decode", "prefill", "all"])
+    ap.add_argument("--only", default=None, help="run only shapes whose name contains this")
+    ap.add_argument("--samples", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--eager", action="store_true", help="time plain calls instead of CUDA graph replays")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--png", default=None)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("compare.py: no CUDA device")
+        return 2
+    prop = torch.cuda.get_device_properties(0)
+    l2 = getattr(prop, "L2_cache_size", 50 * 2**20)
+    fl = "n/a"
+    if flashc is not None:
+        try:
+            fl = "%s (cuda_available=%s)" % (flashc.version(), flashc.cuda_available())
+        except Exception as e:
+            fl = "n/a (%s)" % e
+    print("device: %s, %d SMs, L2 %.0f MB; torch %s, cuDNN %s; flashc %s" % (
+        prop.name, prop.multi_processor_count, l2 / 1e6, torch.__version__, torch.backends.cudnn.version(), fl))
+    t0 = time.time()
+    read, reads, copy = read_ceiling()
+    torch.cuda.empty_cache()
+    print("streaming-read ceiling: %.0f GB/s (best of %s over 4 GiB); copy: %.0f GB/s (read + write)" % (
+        read, ", ".join("%s %.0f" % kv for kv in reads.items()), copy))
+    shapes = (decode_shapes() if args.set in ("decode", "all") else []) + \
+             (prefill_shapes() if args.set in ("prefill", "all") else [])
+    if args.only:
+        shapes = [s for s in shapes if args.only in s[0]]
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(0)
+    rows = []
+    for name, kind, p in shapes:
+        row = (run_decode if kind == "decode" else run_prefill)(name, p, args, l2, gen)
+        rows.append(row)
+        torch.cuda.empty_cache()
+        print("  %s done (%.0fs)" % (name, time.time() - t0), flush=True)
+    print()
+    print_table(rows, read)
+    if args.json:
+        meta = dict(device=prop.name, sms=prop.multi_processor_count, l2_bytes=l2, torch=torch.__version__,
+                    cudnn=torch.backends.cudnn.version(), flashc=fl, read_ceiling_gbps=read, read_probes_gbps=reads,
+                    copy_gbps=copy,
+                    timing="CUDA events, median of %d samples after %d warm-up, %s" % (
+                        args.samples, args.warmup, "eager" if args.eager else "CUDA graph replay"),
+                    date=time.strftime("%Y-%m-%d"))
+        with open(args.json, "w") as f:
+            json.dump(dict(meta=meta, rows=rows), f, indent=1)
+        print("wrote %s" % args.json)
+    if args.png:
+        write_png(rows, args.png)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

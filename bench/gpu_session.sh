@@ -1,0 +1,40 @@
+# gpu_session.sh — one device session in one command: build, GPU sweep, torch comparison, bench, sanitizer.
+# usage (on the GPU machine, repo root): sh bench/gpu_session.sh [STEP...]
+#   steps: build attn compare bench sanitize demo (default: all but demo, in that order); each has a time limit
+#   (seconds: T_ATTN 200, T_COMPARE 200, T_BENCH 150, T_SANITIZE 150) so later steps still run.
+# Logs and results go to $OUT (or /tmp/gpu-session-out): gpu_attn.log, compare.log/.json/.png, bench.log,
+# sanitize.log. The last lines printed summarise every step.
+
+out=${OUT:-${TMPDIR:-/tmp}/gpu-session-out}
+mkdir -p "$out"
+steps=${*:-build attn compare bench sanitize}
+summary=""
+
+# step NAME LIMIT CMD...: runs CMD under timeout, output to $out/NAME.log and the terminal.
+step() {
+    name=$1
+    limit=$2
+    shift 2
+    start=$(date +%s)
+    timeout "$limit" "$@" >"$out/$name.log" 2>&1
+    rc=$?
+    cat "$out/$name.log"
+    summary="$summary
+$name: exit $rc in $(($(date +%s) - start))s$([ "$rc" -eq 124 ] && echo " (TIMED OUT at ${limit}s)")"
+}
+
+nvidia-smi -L
+for s in $steps; do
+    case $s in
+    build) step build 300 make -j16 all $(ls tests/gpu_*.c tests/gpu_*.cu 2>/dev/null | sed -E 's#^tests/(.*)\.cu?$#build/tests/\1#') ;;
+    attn) step gpu_attn "${T_ATTN:-200}" ./build/tests/gpu_attn ;;
+    compare) step compare "${T_COMPARE:-200}" env PYTHONUNBUFFERED=1 python3 bench/compare.py \
+        --json "$out/compare.json" --png "$out/compare.png" ;;
+    bench) step bench "${T_BENCH:-150}" ./build/flashc-bench --device cuda --set perf ;;
+    demo) step demo 120 ./build/flashc-bench --demo ;;
+    sanitize) step sanitize "${T_SANITIZE:-150}" sh tests/gpu_sanitize.sh ;;
+    *) echo "gpu_session: unknown step $s" ;;
+    esac
+done
+echo "== summary$summary"
+grep -hE '^[0-9]+ passed, [0-9]+ failed|SKIPPED [0-9]+ x|^== |gpu_sanitize:' "$out"/*.log 2>/dev/null | head -40
