@@ -1,6 +1,7 @@
 # Makefile — builds libflashc (.so/.a), flashc-bench and the tests; CUDA parts when nvcc is found.
 #   make            library + CLI          make test      CPU test suite (no GPU needed)
 #   make run        build, then a demo     make test-gpu  GPU suite (needs a GPU)
+#   make sanitize-gpu  compute-sanitizer memcheck + racecheck on a reduced GPU sweep
 #   make install PREFIX=/usr/local         make clean
 #   FLASHC_CUDA=0   force a CPU-only build
 
@@ -42,7 +43,7 @@ GPUTEST_CU := $(wildcard tests/gpu_*.cu)
 endif
 GPUTEST_BIN:= $(GPUTEST_C:tests/%.c=$(B)/tests/%) $(GPUTEST_CU:tests/%.cu=$(B)/tests/%)
 
-.PHONY: all run test test-gpu install clean
+.PHONY: all run test test-gpu sanitize-gpu install clean
 all: $(B)/libflashc.so $(B)/libflashc.a $(B)/flashc-bench
 
 $(B)/%.o: %.c include/flashc.h src/internal.h $(wildcard src/cpu/*.h tests/*.h)
@@ -99,6 +100,9 @@ test: all $(TEST_BIN) $(B)/examples/quickstart
 
 test-gpu: all $(GPUTEST_BIN)
 	@sh tests/run_tests.sh --gpu $(GPUTEST_BIN)
+
+sanitize-gpu: all $(GPUTEST_BIN)
+	sh tests/gpu_sanitize.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
