@@ -150,16 +150,30 @@ FC_HD fc_seqlen fc_seqlen_of(const fc_problem *p, int b) {
     return s;
 }
 
+/* Where key j of sequence b lives: element offset outer*kv.sb + row*kv.sr in either view (p->k, p->v).
+ * Dense: (b, j); varlen: (0, k_row0 + j); paged: (page_table[b][j / page_size], j % page_size). */
+typedef struct fc_kv_loc {
+    int64_t outer, row;
+} fc_kv_loc;
+
+FC_HD fc_kv_loc fc_kv_locate(const fc_problem *p, const fc_seqlen *s, int b, int j) {
+    fc_kv_loc l;
+    switch (p->kv_layout) {
+    case FC_KV_PAGED:
+        l.outer = p->page_table[b * p->page_table_sb + j / p->page_size];
+        l.row = j % p->page_size;
+        break;
+    case FC_KV_VARLEN: l.outer = 0; l.row = s->k_row0 + j; break;
+    default: l.outer = b; l.row = j; break;
+    }
+    return l;
+}
+
+FC_HD int64_t fc_kv_offset(const fc_view *kv, fc_kv_loc l) { return l.outer * kv->sb + l.row * kv->sr; }
+
 /* Element offset of key/value row j of sequence b (head 0, feature 0) in view kv (p->k or p->v). */
 FC_HD int64_t fc_kv_row_offset(const fc_problem *p, const fc_view *kv, const fc_seqlen *s, int b, int j) {
-    switch (p->kv_layout) {
-    case FC_KV_PAGED: {
-        int64_t page = p->page_table[b * p->page_table_sb + j / p->page_size];
-        return page * kv->sb + (int64_t)(j % p->page_size) * kv->sr;
-    }
-    case FC_KV_VARLEN: return (s->k_row0 + j) * kv->sr;
-    default: return (int64_t)b * kv->sb + (int64_t)j * kv->sr;
-    }
+    return fc_kv_offset(kv, fc_kv_locate(p, s, b, j));
 }
 
 /* Element offset of query/output row r of sequence b (head 0) in view x (p->q or p->out). */

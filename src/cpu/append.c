@@ -56,7 +56,8 @@ void fc_cpu_append(const fc_problem *p, float *row) {
         fc_seqlen s = fc_seqlen_of(p, b);
         for (int t = 0; t < p->s_new; t++) {
             int j = s.s_cache + t;
-            int64_t k_row = fc_kv_row_offset(p, &p->k, &s, b, j), v_row = fc_kv_row_offset(p, &p->v, &s, b, j);
+            fc_kv_loc loc = fc_kv_locate(p, &s, b, j);
+            int64_t k_row = fc_kv_offset(&p->k, loc), v_row = fc_kv_offset(&p->v, loc);
             for (int h = 0; h < p->h_k; h++) {
                 int64_t kn = (int64_t)b * p->k_new.sb + (int64_t)t * p->k_new.sr + h * p->k_new.sh;
                 int64_t vn = (int64_t)b * p->v_new.sb + (int64_t)t * p->v_new.sr + h * p->v_new.sh;

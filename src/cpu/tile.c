@@ -107,8 +107,9 @@ static void prefetch_kv_row(const fc_problem *p, const fc_seqlen *s, int b, int 
 #if defined(__GNUC__)
     if (j >= s->s_k) return;
     size_t es = p->dtype == FC_FP32 ? 4 : 2;
-    const char *k = (const char *)p->k.data + (size_t)(fc_kv_row_offset(p, &p->k, s, b, j) + hk * p->k.sh) * es;
-    const char *v = (const char *)p->v.data + (size_t)(fc_kv_row_offset(p, &p->v, s, b, j) + hk * p->v.sh) * es;
+    fc_kv_loc loc = fc_kv_locate(p, s, b, j);
+    const char *k = (const char *)p->k.data + (size_t)(fc_kv_offset(&p->k, loc) + hk * p->k.sh) * es;
+    const char *v = (const char *)p->v.data + (size_t)(fc_kv_offset(&p->v, loc) + hk * p->v.sh) * es;
     for (size_t x = 0; x < (size_t)p->d * es; x += 64) __builtin_prefetch(k + x);
     for (size_t x = 0; x < (size_t)p->d_v * es; x += 64) __builtin_prefetch(v + x);
 #endif
@@ -128,8 +129,8 @@ static void load_kv_block(const fc_problem *p, const fc_seqlen *s, int b, int hk
                 continue;
             }
             prefetch_kv_row(p, s, b, hk, jb + jj + FC_CPU_PREFETCH_ROWS);
-            int64_t k_off = fc_kv_row_offset(p, &p->k, s, b, jb + jj) + hk * p->k.sh;
-            int64_t v_off = fc_kv_row_offset(p, &p->v, s, b, jb + jj) + hk * p->v.sh;
+            fc_kv_loc loc = fc_kv_locate(p, s, b, jb + jj);
+            int64_t k_off = fc_kv_offset(&p->k, loc) + hk * p->k.sh, v_off = fc_kv_offset(&p->v, loc) + hk * p->v.sh;
             fc_cpu_load_row(p->k.data, p->dtype, k_off, d, kr);
             fc_cpu_load_row(p->v.data, p->dtype, v_off, dv, vr);
         }

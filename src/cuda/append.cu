@@ -62,8 +62,9 @@ __global__ void __launch_bounds__(APPEND_WARPS * 32) append_kernel(fc_problem p)
 
     fc_seqlen s = fc_seqlen_of(&p, b);
     int j = s.s_cache + t;
-    int64_t k_dst = fc_kv_row_offset(&p, &p.k, &s, b, j) + h * p.k.sh;
-    int64_t v_dst = fc_kv_row_offset(&p, &p.v, &s, b, j) + h * p.v.sh;
+    fc_kv_loc loc = fc_kv_locate(&p, &s, b, j);
+    int64_t k_dst = fc_kv_offset(&p.k, loc) + h * p.k.sh;
+    int64_t v_dst = fc_kv_offset(&p.v, loc) + h * p.v.sh;
     int64_t k_src = (int64_t)b * p.k_new.sb + (int64_t)t * p.k_new.sr + h * p.k_new.sh;
     int64_t v_src = (int64_t)b * p.v_new.sb + (int64_t)t * p.v_new.sr + h * p.v_new.sh;
 

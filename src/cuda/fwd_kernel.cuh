@@ -3,7 +3,8 @@
 // One CTA computes one tile: BM packed query rows of (sequence b, KV head hk) against the keys of one
 // split of the tile's visible key range. Packed row m stands for query row m / group of query head
 // hk*group + m % group (pack-GQA: the query heads sharing a KV head share every K/V block).
-// Warp w owns packed rows [16w, 16w + 16); K/V blocks of BN keys are double-buffered in shared memory.
+// Warp w owns packed rows [16w, 16w + 16); K/V blocks of BN keys stream through STAGES shared-memory
+// buffers (cp.async), their row addresses looked up once per row (page table) into a small table.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -13,17 +14,19 @@
 #include "softmax.cuh"
 #include "tile/tile.cuh"
 
-template <typename T_, int D_, int DV_, int NWARPS_, int BN_>
+template <typename T_, int D_, int DV_, int NWARPS_, int BN_, int STAGES_>
 struct fwd_cfg {
     typedef T_ T;
-    static constexpr int D = D_, DV = DV_, NWARPS = NWARPS_, BN = BN_;
+    static constexpr int D = D_, DV = DV_, NWARPS = NWARPS_, BN = BN_, STAGES = STAGES_;
     static constexpr int BM = 16 * NWARPS, THREADS = 32 * NWARPS;
     static constexpr int DCH = D / 8, DVCH = DV / 8;                          // 16-byte chunks per row
     static constexpr int DPITCH = (DCH + 7) / 8 * 8, DVPITCH = (DVCH + 7) / 8 * 8; // shared row pitch (chunks)
     static constexpr int Q_BYTES = BM * DPITCH * 16;
     static constexpr int K_BYTES = BN * DPITCH * 16, V_BYTES = BN * DVPITCH * 16;
     static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
-    static constexpr int SMEM_BYTES = Q_BYTES + 2 * STAGE_BYTES;
+    static constexpr int ROWS_BYTES = 2 * BN * 8;             // the row-offset table (K and V)
+    static constexpr int SMEM_BYTES = Q_BYTES + STAGES * STAGE_BYTES + ROWS_BYTES;
+    static_assert(STAGES >= 2, "at least double buffering");
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -79,23 +82,40 @@ __device__ __forceinline__ void load_q(const fc_problem &p, const fwd_tile &t, c
     }
 }
 
-// One block of BN key rows x CH chunks of kv (K or V) — dense, varlen or paged, any page size.
-template <class C, int CH, int PITCH>
-__device__ __forceinline__ void load_kv(const fc_problem &p, const fc_view &kv, const fwd_tile &t, int n, char *dst) {
-    const typename C::T *base = (const typename C::T *)kv.data;
-    for (int i = threadIdx.x; i < C::BN * CH; i += C::THREADS) {
-        int row = i / CH, c = i % CH, j = n * C::BN + row;
+// Element offsets of the rows of key block n in K and in V (-1: past the sequence's end). One lookup
+// per row — for a paged cache that is the one page-table read of the row — so the copies that follow
+// compute no addresses from global memory.
+template <class C>
+__device__ __forceinline__ void kv_row_table(const fc_problem &p, const fwd_tile &t, int n, int64_t *rows) {
+    for (int r = threadIdx.x; r < C::BN; r += C::THREADS) {
+        int j = n * C::BN + r;
         bool valid = j < t.s.s_k;
-        const typename C::T *src = base;
-        if (valid) src = base + fc_kv_row_offset(&p, &kv, &t.s, t.b, j) + t.hk * kv.sh + c * 8;
-        cp_async_16(dst + swz_offset(row, c, PITCH), src, valid);
+        fc_kv_loc loc = valid ? fc_kv_locate(&p, &t.s, t.b, j) : fc_kv_loc{0, 0};
+        rows[r] = valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
+        rows[C::BN + r] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
     }
 }
 
+// One block of BN rows x CH chunks of K or V, from the row table, zero-filled past the end.
+template <class C, int CH, int PITCH>
+__device__ __forceinline__ void load_kv(const void *base, const int64_t *rows, char *dst) {
+    const typename C::T *src = (const typename C::T *)base;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < C::BN * CH; i += C::THREADS) {
+        int row = i / CH, c = i % CH;
+        int64_t off = rows[row];
+        cp_async_16(dst + swz_offset(row, c, PITCH), src + (off < 0 ? 0 : off + c * 8), off >= 0);
+    }
+}
+
+// Key block n into a stage: row table (then a barrier: every thread reads all rows), then the copies.
+// The caller's next barrier protects the table from the following block's rewrite.
 template <class C>
-__device__ __forceinline__ void load_kv_block(const fc_problem &p, const fwd_tile &t, int n, char *stage) {
-    load_kv<C, C::DCH, C::DPITCH>(p, p.k, t, n, stage);
-    load_kv<C, C::DVCH, C::DVPITCH>(p, p.v, t, n, stage + C::K_BYTES);
+__device__ __forceinline__ void load_kv_block(const fc_problem &p, const fwd_tile &t, int n, char *stage, int64_t *rows) {
+    kv_row_table<C>(p, t, n, rows);
+    __syncthreads();
+    load_kv<C, C::DCH, C::DPITCH>(p.k.data, rows, stage);
+    load_kv<C, C::DVCH, C::DVPITCH>(p.v.data, rows + C::BN, stage + C::K_BYTES);
 }
 
 // Rotary on the Q tile in shared memory: packed row m sits at absolute position s_k - s_q + r.
@@ -213,7 +233,8 @@ __device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws w
 template <class C>
 __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__ fc_problem p, fc_split_ws ws) {
     extern __shared__ __align__(128) char smem[];
-    char *sq = smem, *stage[2] = {smem + C::Q_BYTES, smem + C::Q_BYTES + C::STAGE_BYTES};
+    char *sq = smem, *stages = smem + C::Q_BYTES;
+    int64_t *rows = (int64_t *)(stages + C::STAGES * C::STAGE_BYTES);
     fwd_tile t;
     if (!fwd_tile_of<C::BM, C::BN>(p, ws.splits, t)) return;
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -235,28 +256,30 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
 #pragma unroll
     for (int f = 0; f < C::DV / 8; f++) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.0f;
 
-    load_q<C>(p, t, sq);
+    // Prologue: Q and the first STAGES - 1 blocks, one commit group each (empty groups keep the count).
+    // Blocks go from the last to the first: the partially masked ones (causal diagonal) come first.
     int n_blocks = t.n_hi - t.n_lo;
-    if (n_blocks > 0) load_kv_block<C>(p, t, t.n_hi - 1, stage[0]);
-    cp_async_commit();
+    load_q<C>(p, t, sq);
+#pragma unroll
+    for (int st = 0; st < C::STAGES - 1; st++) {
+        if (st < n_blocks) load_kv_block<C>(p, t, t.n_hi - 1 - st, stages + st * C::STAGE_BYTES, rows);
+        cp_async_commit();
+        __syncthreads(); // the row table is rewritten by the next block
+    }
     if (p.rotary_cos) {
         cp_async_wait<0>();
         __syncthreads();
         rotate_q<C>(p, t, sq);
     }
 
-    // Blocks from the last to the first: the partially masked ones (causal diagonal) come first.
     for (int it = 0; it < n_blocks; it++) {
         int n = t.n_hi - 1 - it;
-        if (it + 1 < n_blocks) {
-            load_kv_block<C>(p, t, n - 1, stage[(it + 1) % 2]);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
-        const char *sk = stage[it % 2], *sv = stage[it % 2] + C::K_BYTES;
+        cp_async_wait<C::STAGES - 2>(); // block it has landed (for this thread's copies) ...
+        __syncthreads();                 // ... for every thread's; and stage (it - 1) % STAGES is free
+        int ahead = it + C::STAGES - 1;
+        if (ahead < n_blocks) load_kv_block<C>(p, t, t.n_hi - 1 - ahead, stages + (ahead % C::STAGES) * C::STAGE_BYTES, rows);
+        cp_async_commit();
+        const char *sk = stages + (it % C::STAGES) * C::STAGE_BYTES, *sv = sk + C::K_BYTES;
         float s[C::BN / 8][4];
         qk_block<C>(sq, sk, s);
         if (block_needs_mask(sc, t.r_lo, t.r_hi, n * C::BN, C::BN))
@@ -273,7 +296,6 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
             }
         }
         pv_block<C>(sv, s, o);
-        __syncthreads(); // the next iteration's load overwrites the stage read here
     }
     cp_async_wait<0>(); // an empty split still issued the Q load
     store_rows<C>(p, t, ws, o, st);
