@@ -258,6 +258,7 @@ static fc_status shape_keys(const fc_attn_args *a, fc_problem *p) {
         p->num_pages = (int)k->shape[0];
         p->page_size = (int)k->shape[1];
         if (p->page_size < 1) return fc_fail(FC_ERR_INVALID_ARGUMENT, "k", "page_size (shape[1]) must be >= 1");
+        fc_fast_div_init((uint32_t)p->page_size, &p->page_div_mul, &p->page_div_shift);
         p->max_pages = (int)a->page_table.shape[1];
         p->page_table = (const int32_t *)a->page_table.data;
         p->page_table_sb = a->page_table.stride[0];

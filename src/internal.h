@@ -56,6 +56,8 @@ typedef struct fc_problem {
     const int32_t *page_table; /* paged: entry (b, p) at page_table[b*page_table_sb + p] */
     int64_t page_table_sb;
     int page_size, num_pages, max_pages;
+    uint32_t page_div_mul;     /* j / page_size == fc_fast_div(j, page_div_mul, page_div_shift) */
+    int page_div_shift;
 
     /* Append, optional (k_new.data == NULL). */
     fc_view k_new, v_new;
@@ -150,6 +152,19 @@ FC_HD fc_seqlen fc_seqlen_of(const fc_problem *p, int b) {
     return s;
 }
 
+/* Division by an invariant divisor d >= 1 of a non-negative int < 2^31 (Granlund and Montgomery):
+ * q = (umulhi(n, mul) + n) >> shift with shift = ceil(log2 d), mul = 2^32 (2^shift - d) / d + 1. */
+static inline void fc_fast_div_init(uint32_t d, uint32_t *mul, int *shift) {
+    int s = 0;
+    while ((1ull << s) < d) s++;
+    *shift = s;
+    *mul = (uint32_t)(((1ull << 32) * ((1ull << s) - d)) / d + 1);
+}
+FC_HD int fc_fast_div(int n, uint32_t mul, int shift) {
+    uint32_t hi = (uint32_t)(((uint64_t)(uint32_t)n * mul) >> 32);
+    return (int)((hi + (uint32_t)n) >> shift);
+}
+
 /* Where key j of sequence b lives: element offset outer*kv.sb + row*kv.sr in either view (p->k, p->v).
  * Dense: (b, j); varlen: (0, k_row0 + j); paged: (page_table[b][j / page_size], j % page_size). */
 typedef struct fc_kv_loc {
@@ -159,10 +174,12 @@ typedef struct fc_kv_loc {
 FC_HD fc_kv_loc fc_kv_locate(const fc_problem *p, const fc_seqlen *s, int b, int j) {
     fc_kv_loc l;
     switch (p->kv_layout) {
-    case FC_KV_PAGED:
-        l.outer = p->page_table[b * p->page_table_sb + j / p->page_size];
-        l.row = j % p->page_size;
+    case FC_KV_PAGED: {
+        int page = fc_fast_div(j, p->page_div_mul, p->page_div_shift);
+        l.outer = p->page_table[b * p->page_table_sb + page];
+        l.row = j - page * p->page_size;
         break;
+    }
     case FC_KV_VARLEN: l.outer = 0; l.row = s->k_row0 + j; break;
     default: l.outer = b; l.row = j; break;
     }

@@ -76,47 +76,64 @@ __device__ __forceinline__ void store_vec(void *base, int64_t off, const float *
     }
 }
 
-// max_s lse_s, and l = lmax + log(sum_s exp(lse_s - lmax)) over the non-empty partials (the CPU's order).
-__device__ __forceinline__ float merged_lse(const float *lp, int64_t lp_sn, int n) {
+// Reductions over the `lanes` threads that serve one (row, head); mask: those threads.
+__device__ __forceinline__ float group_max(float x, int lanes, unsigned mask) {
+    for (int o = lanes / 2; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(mask, x, o, lanes));
+    return x;
+}
+__device__ __forceinline__ float group_sum(float x, int lanes, unsigned mask) {
+    for (int o = lanes / 2; o > 0; o /= 2) x += __shfl_xor_sync(mask, x, o, lanes);
+    return x;
+}
+
+// l = lmax + log(sum_s exp(lse_s - lmax)) over the non-empty partials, the splits spread over the
+// group's lanes (independent loads in flight, not n round trips in a row).
+__device__ __forceinline__ float merged_lse(const float *lp, int64_t lp_sn, int n, int lane, int lanes, unsigned mask) {
     float lmax = -INFINITY;
-    for (int s = 0; s < n; s++) lmax = fmaxf(lmax, lp[s * lp_sn]);
+    for (int s = lane; s < n; s += lanes) lmax = fmaxf(lmax, lp[s * lp_sn]);
+    lmax = group_max(lmax, lanes, mask);
     if (lmax == -INFINITY) return -INFINITY;
     float sum = 0.0f;
-    for (int s = 0; s < n; s++) {
+    for (int s = lane; s < n; s += lanes) {
         float ls = lp[s * lp_sn];
-        if (ls != -INFINITY) sum = __fadd_rn(sum, expf(ls - lmax));
+        sum += ls == -INFINITY ? 0.0f : expf(ls - lmax);
     }
-    return lmax + logf(sum);
+    return lmax + logf(group_sum(sum, lanes, mask));
 }
 
 // grid: ceil(rows * h * lanes / MERGE_THREADS) blocks of MERGE_THREADS threads.
 // Item (g, hh) = ((thread / lanes) / h, (thread / lanes) % h); lane thread % lanes owns the feature
 // chunks [c0, c0 + VEC) with c0 = lane*VEC + k*lanes*VEC. out = sum_s exp(lse_s - l) * out_s in fp32
-// (fma in s order); an all-empty row gets out = 0, lse = -inf; empty partials are never read.
+// (fma in s order, loads of several splits in flight); an all-empty row gets out = 0, lse = -inf;
+// empty partials are never read.
 template <fc_dtype PD, fc_dtype OD, int VEC>
 __global__ void __launch_bounds__(MERGE_THREADS) merge_kernel(merge_desc m) {
     int64_t item = ((int64_t)blockIdx.x * MERGE_THREADS + threadIdx.x) / m.lanes;
     int lane = threadIdx.x & (m.lanes - 1);
-    if (item >= m.rows * m.h) return;
+    if (item >= m.rows * m.h) return; // whole groups leave together: lanes divides the warp
     int64_t g = item / m.h;
     int hh = (int)(item % m.h);
     if (m.rows_used && g >= *m.rows_used) return;
+    unsigned mask = m.lanes == 32 ? 0xffffffffu : ((1u << m.lanes) - 1u) << (threadIdx.x & 31 & ~(m.lanes - 1));
 
     const float *lp = m.lp + g * m.lp_sr + hh * m.lp_sh;
     int64_t op_off = g * m.op_sr + hh * m.op_sh; // partial s at element op_off + s*op_sn
     int64_t b = g / m.rows_per_seq, r = g % m.rows_per_seq;
     int64_t out_off = b * m.o_sb + r * m.o_sr + hh * m.o_sh;
 
-    float l = merged_lse(lp, m.lp_sn, m.n);
+    float l = merged_lse(lp, m.lp_sn, m.n, lane, m.lanes, mask);
     for (int c0 = lane * VEC; c0 < m.d_v; c0 += m.lanes * VEC) {
         float acc[VEC];
         for (int i = 0; i < VEC; i++) acc[i] = 0.0f;
-        for (int s = 0; s < m.n && l != -INFINITY; s++) {
-            float ls = lp[s * m.lp_sn];
-            if (ls == -INFINITY) continue;
-            float w = expf(ls - l), x[VEC];
-            load_vec<PD, VEC>(m.op, op_off + s * m.op_sn + c0, x);
-            for (int i = 0; i < VEC; i++) acc[i] = fmaf(w, x[i], acc[i]);
+        if (l != -INFINITY) {
+#pragma unroll 4
+            for (int s = 0; s < m.n; s++) {
+                float ls = lp[s * m.lp_sn], x[VEC];
+                bool live = ls != -INFINITY;
+                if (live) load_vec<PD, VEC>(m.op, op_off + s * m.op_sn + c0, x);
+                float w = live ? expf(ls - l) : 0.0f;
+                for (int i = 0; i < VEC; i++) acc[i] = live ? fmaf(w, x[i], acc[i]) : acc[i];
+            }
         }
         store_vec<OD, VEC>(m.out, out_off + c0, acc);
     }

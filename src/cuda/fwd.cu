@@ -1,11 +1,11 @@
 // fwd.cu — host side of the forward kernel: tile configs, split planning, launch per head dim and dtype.
 #include "fwd_kernel.cuh"
 
-// Configs. Decode (s_q * group <= 16 packed rows): one warp, 32-key blocks, 4 stages in flight so each
-// SM keeps ~150 KB of K/V requests outstanding. Prefill: 4 warps (64 rows), 64-key blocks up to d 128,
-// 32 above (registers for the d_v accumulator), double buffered.
+// Configs. Decode (s_q * group <= 16 packed rows): one warp, 32-key blocks, 3 stages: 53 KB at d 128, so
+// 4 CTAs (one warp per scheduler) and ~128 KB of K/V requests in flight per SM. Prefill: 4 warps (64
+// rows), 64-key blocks up to d 128, 32 above (registers for the d_v accumulator), double buffered.
 template <typename T, int D, int DV> struct decode_cfg {
-    typedef fwd_cfg<T, D, DV, 1, 32, (D <= 128 && DV <= 128) ? 4 : 2> type;
+    typedef fwd_cfg<T, D, DV, 1, 32, 3> type;
 };
 template <typename T, int D, int DV> struct prefill_cfg {
     typedef fwd_cfg<T, D, DV, 4, (D <= 128 && DV <= 128) ? 64 : 32, 2> type;

@@ -4,7 +4,8 @@
 // split of the tile's visible key range. Packed row m stands for query row m / group of query head
 // hk*group + m % group (pack-GQA: the query heads sharing a KV head share every K/V block).
 // Warp w owns packed rows [16w, 16w + 16); K/V blocks of BN keys stream through STAGES shared-memory
-// buffers (cp.async), their row addresses looked up once per row (page table) into a small table.
+// buffers by cp.async: each thread copies 16-byte chunks into swizzled rows, the row addresses looked up
+// once per row (the page-table read) into a small table.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -20,11 +21,11 @@ struct fwd_cfg {
     static constexpr int D = D_, DV = DV_, NWARPS = NWARPS_, BN = BN_, STAGES = STAGES_;
     static constexpr int BM = 16 * NWARPS, THREADS = 32 * NWARPS;
     static constexpr int DCH = D / 8, DVCH = DV / 8;                          // 16-byte chunks per row
-    static constexpr int DPITCH = (DCH + 7) / 8 * 8, DVPITCH = (DVCH + 7) / 8 * 8; // shared row pitch (chunks)
+    static constexpr int DPITCH = (DCH + 7) / 8 * 8, DVPITCH = (DVCH + 7) / 8 * 8; // swizzled pitch (chunks)
     static constexpr int Q_BYTES = BM * DPITCH * 16;
     static constexpr int K_BYTES = BN * DPITCH * 16, V_BYTES = BN * DVPITCH * 16;
     static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
-    static constexpr int ROWS_BYTES = 2 * BN * 8;             // the row-offset table (K and V)
+    static constexpr int ROWS_BYTES = 2 * BN * 8;                           // the row table (K and V)
     static constexpr int SMEM_BYTES = Q_BYTES + STAGES * STAGE_BYTES + ROWS_BYTES;
     static_assert(STAGES >= 2, "at least double buffering");
 };
@@ -96,26 +97,43 @@ __device__ __forceinline__ void kv_row_table(const fc_problem &p, const fwd_tile
     }
 }
 
-// One block of BN rows x CH chunks of K or V, from the row table, zero-filled past the end.
+// One block of BN rows x CH chunks of K or V, from the row table, zero-filled past the end. When CH
+// divides the thread count, each thread keeps one chunk column (c = tid % CH) and walks rows
+// tid / CH, + THREADS / CH, ...: a table read, an add and the copy per chunk.
 template <class C, int CH, int PITCH>
 __device__ __forceinline__ void load_kv(const void *base, const int64_t *rows, char *dst) {
     const typename C::T *src = (const typename C::T *)base;
+    if constexpr (C::THREADS % CH == 0) {
+        constexpr int STEP = C::THREADS / CH;
+        int c = threadIdx.x % CH, r0 = threadIdx.x / CH;
+#pragma unroll
+        for (int r = r0; r < C::BN; r += STEP) {
+            int64_t off = rows[r];
+            cp_async_16(dst + swz_offset(r, c, PITCH), src + (off < 0 ? 0 : off) + c * 8, off >= 0);
+        }
+    } else {
 #pragma unroll 4
-    for (int i = threadIdx.x; i < C::BN * CH; i += C::THREADS) {
-        int row = i / CH, c = i % CH;
-        int64_t off = rows[row];
-        cp_async_16(dst + swz_offset(row, c, PITCH), src + (off < 0 ? 0 : off + c * 8), off >= 0);
+        for (int i = threadIdx.x; i < C::BN * CH; i += C::THREADS) {
+            int row = i / CH, c = i % CH;
+            int64_t off = rows[row];
+            cp_async_16(dst + swz_offset(row, c, PITCH), src + (off < 0 ? 0 : off) + c * 8, off >= 0);
+        }
     }
 }
 
-// Key block n into a stage: row table (then a barrier: every thread reads all rows), then the copies.
-// The caller's next barrier protects the table from the following block's rewrite.
+// Key block n into a stage: the row table, a barrier (every thread reads all rows), the copies, and a
+// commit (also when there is no block: empty groups keep the group count uniform). The caller's next
+// barrier protects the table from the following block.
 template <class C>
-__device__ __forceinline__ void load_kv_block(const fc_problem &p, const fwd_tile &t, int n, char *stage, int64_t *rows) {
-    kv_row_table<C>(p, t, n, rows);
-    __syncthreads();
-    load_kv<C, C::DCH, C::DPITCH>(p.k.data, rows, stage);
-    load_kv<C, C::DVCH, C::DVPITCH>(p.v.data, rows + C::BN, stage + C::K_BYTES);
+__device__ __forceinline__ void issue_block(const fc_problem &p, const fwd_tile &t, int it, int n_blocks, char *stage,
+                                            int64_t *rows) {
+    if (it < n_blocks) {
+        kv_row_table<C>(p, t, t.n_hi - 1 - it, rows);
+        __syncthreads();
+        load_kv<C, C::DCH, C::DPITCH>(p.k.data, rows, stage);
+        load_kv<C, C::DVCH, C::DVPITCH>(p.v.data, rows + C::BN, stage + C::K_BYTES);
+    }
+    cp_async_commit();
 }
 
 // Rotary on the Q tile in shared memory: packed row m sits at absolute position s_k - s_q + r.
@@ -256,14 +274,13 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
 #pragma unroll
     for (int f = 0; f < C::DV / 8; f++) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.0f;
 
-    // Prologue: Q and the first STAGES - 1 blocks, one commit group each (empty groups keep the count).
-    // Blocks go from the last to the first: the partially masked ones (causal diagonal) come first.
+    // Prologue: Q, then the first STAGES - 1 blocks. Blocks go from the last to the first: the
+    // partially masked ones (causal diagonal) come first.
     int n_blocks = t.n_hi - t.n_lo;
-    load_q<C>(p, t, sq);
+    load_q<C>(p, t, sq); // in the first block's commit group
 #pragma unroll
     for (int st = 0; st < C::STAGES - 1; st++) {
-        if (st < n_blocks) load_kv_block<C>(p, t, t.n_hi - 1 - st, stages + st * C::STAGE_BYTES, rows);
-        cp_async_commit();
+        issue_block<C>(p, t, st, n_blocks, stages + st * C::STAGE_BYTES, rows);
         __syncthreads(); // the row table is rewritten by the next block
     }
     if (p.rotary_cos) {
@@ -274,11 +291,10 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
 
     for (int it = 0; it < n_blocks; it++) {
         int n = t.n_hi - 1 - it;
-        cp_async_wait<C::STAGES - 2>(); // block it has landed (for this thread's copies) ...
-        __syncthreads();                 // ... for every thread's; and stage (it - 1) % STAGES is free
+        cp_async_wait<C::STAGES - 2>(); // block it has landed (this thread's copies) ...
+        __syncthreads();                 // ... and every thread's; the stage read at it - 1 is free
         int ahead = it + C::STAGES - 1;
-        if (ahead < n_blocks) load_kv_block<C>(p, t, t.n_hi - 1 - ahead, stages + (ahead % C::STAGES) * C::STAGE_BYTES, rows);
-        cp_async_commit();
+        issue_block<C>(p, t, ahead, n_blocks, stages + (ahead % C::STAGES) * C::STAGE_BYTES, rows);
         const char *sk = stages + (it % C::STAGES) * C::STAGE_BYTES, *sv = sk + C::K_BYTES;
         float s[C::BN / 8][4];
         qk_block<C>(sq, sk, s);

@@ -17,3 +17,16 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 
 // Wait until at most N groups of this thread are still in flight.
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// Bulk copy (the TMA engine, no tensor map): `bytes` (a multiple of 16; both addresses 16-byte aligned)
+// from global src to shared dst; completion is counted on the mbarrier `bar` as transaction bytes.
+__device__ __forceinline__ void bulk_copy_g2s(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
+                 : "memory");
+}
+
+// Order this thread's earlier generic shared-memory accesses before its later async-proxy ones (bulk
+// copies into a buffer that plain stores or loads touched before).
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }

@@ -26,17 +26,25 @@ __device__ __forceinline__ void mbar_cp_async_arrive(uint64_t *bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)));
 }
 
-// True once the phase with the given parity has completed.
+// True once the phase with the given parity has completed (a fresh barrier is in phase 0, parity 0).
+// test_wait never blocks.
 __device__ __forceinline__ bool mbar_test_parity(uint64_t *bar, int parity) {
     uint32_t done;
-    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+    asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
                  : "=r"(done)
-                 : "r"(smem_u32(bar)), "r"(parity));
+                 : "r"(smem_u32(bar)), "r"(parity)
+                 : "memory");
     return done != 0;
 }
 
-// Spin until the phase with the given parity has completed.
+// Wait until the phase with the given parity has completed (try_wait: the hardware may suspend the
+// thread a while instead of spinning).
 __device__ __forceinline__ void mbar_wait(uint64_t *bar, int parity) {
-    while (!mbar_test_parity(bar, parity)) {
-    }
+    uint32_t done;
+    do {
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(smem_u32(bar)), "r"(parity)
+                     : "memory");
+    } while (!done);
 }
