@@ -76,58 +76,69 @@ __device__ __forceinline__ void store_vec(void *base, int64_t off, const float *
     }
 }
 
-// Reductions over the `lanes` threads that serve one (row, head); mask: those threads.
-__device__ __forceinline__ float group_max(float x, int lanes, unsigned mask) {
-    for (int o = lanes / 2; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(mask, x, o, lanes));
+// Reductions over the `lanes` consecutive threads that serve one (row, head) within a split group.
+__device__ __forceinline__ float group_max(float x, int lanes) {
+    for (int o = lanes / 2; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o, lanes));
     return x;
 }
-__device__ __forceinline__ float group_sum(float x, int lanes, unsigned mask) {
-    for (int o = lanes / 2; o > 0; o /= 2) x += __shfl_xor_sync(mask, x, o, lanes);
+__device__ __forceinline__ float group_sum(float x, int lanes) {
+    for (int o = lanes / 2; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o, lanes);
     return x;
 }
 
-// l = lmax + log(sum_s exp(lse_s - lmax)) over the non-empty partials, the splits spread over the
-// group's lanes (independent loads in flight, not n round trips in a row).
-__device__ __forceinline__ float merged_lse(const float *lp, int64_t lp_sn, int n, int lane, int lanes, unsigned mask) {
-    float lmax = -INFINITY;
-    for (int s = lane; s < n; s += lanes) lmax = fmaxf(lmax, lp[s * lp_sn]);
-    lmax = group_max(lmax, lanes, mask);
-    if (lmax == -INFINITY) return -INFINITY;
-    float sum = 0.0f;
-    for (int s = lane; s < n; s += lanes) {
-        float ls = lp[s * lp_sn];
-        sum += ls == -INFINITY ? 0.0f : expf(ls - lmax);
-    }
-    return lmax + logf(group_sum(sum, lanes, mask));
+// Combine one value per split group through shared memory (SG > 1): max or sum over slot[0 .. SG).
+template <int SG, bool MAX>
+__device__ __forceinline__ float across_groups(float x, float *slot, int sg, int lane) {
+    if constexpr (SG == 1) return x;
+    if (lane == 0) slot[sg] = x;
+    __syncthreads();
+    float r = slot[0];
+    for (int i = 1; i < SG; i++) r = MAX ? fmaxf(r, slot[i]) : r + slot[i];
+    __syncthreads();
+    return r;
 }
 
-// grid: ceil(rows * h * lanes / MERGE_THREADS) blocks of MERGE_THREADS threads.
-// Item (g, hh) = ((thread / lanes) / h, (thread / lanes) % h); lane thread % lanes owns the feature
-// chunks [c0, c0 + VEC) with c0 = lane*VEC + k*lanes*VEC. out = sum_s exp(lse_s - l) * out_s in fp32
-// (fma in s order, loads of several splits in flight); an all-empty row gets out = 0, lse = -inf;
-// empty partials are never read.
-template <fc_dtype PD, fc_dtype OD, int VEC>
+// grid: ceil(rows * h / ITEMS) blocks of MERGE_THREADS threads, ITEMS = MERGE_THREADS / (SG * lanes).
+// An item (g, hh) has SG split groups of `lanes` threads: group sg takes the partials s = sg, sg + SG,
+// ...; lane owns the feature chunks [c0, c0 + VEC), c0 = lane*VEC + k*lanes*VEC. The lse spreads all
+// partials over the item's threads. out = sum_s exp(lse_s - l) * out_s in fp32 (several partials'
+// loads in flight per thread; groups summed in a fixed order); an all-empty row gets out = 0,
+// lse = -inf; empty partials are never read. Shared memory (SG > 1): ITEMS * SG * (d_v + 1) floats.
+template <fc_dtype PD, fc_dtype OD, int VEC, int SG>
 __global__ void __launch_bounds__(MERGE_THREADS) merge_kernel(merge_desc m) {
-    int64_t item = ((int64_t)blockIdx.x * MERGE_THREADS + threadIdx.x) / m.lanes;
-    int lane = threadIdx.x & (m.lanes - 1);
-    if (item >= m.rows * m.h) return; // whole groups leave together: lanes divides the warp
+    extern __shared__ float red[];
+    int per_item = m.lanes * SG, items = MERGE_THREADS / per_item, local = threadIdx.x / per_item;
+    int t = threadIdx.x % per_item, sg = t / m.lanes, lane = t % m.lanes;
+    int64_t item = (int64_t)blockIdx.x * items + local;
     int64_t g = item / m.h;
     int hh = (int)(item % m.h);
-    if (m.rows_used && g >= *m.rows_used) return;
-    unsigned mask = m.lanes == 32 ? 0xffffffffu : ((1u << m.lanes) - 1u) << (threadIdx.x & 31 & ~(m.lanes - 1));
+    // No early return: the split groups of an item meet at barriers.
+    bool active = item < m.rows * m.h && !(m.rows_used && g >= *m.rows_used);
+    float *acc_slots = red + (int64_t)local * SG * (m.d_v + 1), *lse_slots = acc_slots + SG * m.d_v;
 
     const float *lp = m.lp + g * m.lp_sr + hh * m.lp_sh;
+    float lmax = -INFINITY;
+    for (int s = t; active && s < m.n; s += per_item) lmax = fmaxf(lmax, lp[s * m.lp_sn]);
+    lmax = across_groups<SG, true>(group_max(lmax, m.lanes), lse_slots, sg, lane);
+    float sum = 0.0f;
+    for (int s = t; active && lmax != -INFINITY && s < m.n; s += per_item) {
+        float ls = lp[s * m.lp_sn];
+        sum += ls == -INFINITY ? 0.0f : expf(ls - lmax);
+    }
+    sum = across_groups<SG, false>(group_sum(sum, m.lanes), lse_slots, sg, lane);
+    float l = lmax == -INFINITY ? -INFINITY : lmax + logf(sum);
+
     int64_t op_off = g * m.op_sr + hh * m.op_sh; // partial s at element op_off + s*op_sn
     int64_t b = g / m.rows_per_seq, r = g % m.rows_per_seq;
     int64_t out_off = b * m.o_sb + r * m.o_sr + hh * m.o_sh;
-
-    float l = merged_lse(lp, m.lp_sn, m.n, lane, m.lanes, mask);
-    for (int c0 = lane * VEC; c0 < m.d_v; c0 += m.lanes * VEC) {
+    for (int base = 0; base < m.d_v; base += m.lanes * VEC) { // same trip count for every thread (barriers)
+        int c0 = base + lane * VEC;
+        bool in = c0 < m.d_v;
         float acc[VEC];
         for (int i = 0; i < VEC; i++) acc[i] = 0.0f;
-        if (l != -INFINITY) {
+        if (active && in && l != -INFINITY) {
 #pragma unroll 4
-            for (int s = 0; s < m.n; s++) {
+            for (int s = sg; s < m.n; s += SG) {
                 float ls = lp[s * m.lp_sn], x[VEC];
                 bool live = ls != -INFINITY;
                 if (live) load_vec<PD, VEC>(m.op, op_off + s * m.op_sn + c0, x);
@@ -135,9 +146,18 @@ __global__ void __launch_bounds__(MERGE_THREADS) merge_kernel(merge_desc m) {
                 for (int i = 0; i < VEC; i++) acc[i] = live ? fmaf(w, x[i], acc[i]) : acc[i];
             }
         }
-        store_vec<OD, VEC>(m.out, out_off + c0, acc);
+        if constexpr (SG > 1) {
+            for (int i = 0; i < VEC && in; i++) acc_slots[sg * m.d_v + c0 + i] = acc[i];
+            __syncthreads();
+            for (int i = 0; i < VEC && in; i++) {
+                acc[i] = acc_slots[c0 + i];
+                for (int k = 1; k < SG; k++) acc[i] += acc_slots[k * m.d_v + c0 + i];
+            }
+            __syncthreads();
+        }
+        if (active && in && sg == 0) store_vec<OD, VEC>(m.out, out_off + c0, acc);
     }
-    if (m.lse && lane == 0) m.lse[b * m.l_sb + r * m.l_sr + hh * m.l_sh] = l;
+    if (active && sg == 0 && lane == 0 && m.lse) m.lse[b * m.l_sb + r * m.l_sr + hh * m.l_sh] = l;
 }
 
 // VEC elements per access when every partial and output chunk start is VEC-aligned, else 1.
@@ -149,34 +169,54 @@ static int pick_vec(const merge_desc *m, fc_dtype pd, fc_dtype od) {
     return 1;
 }
 
+// How a merge is spread: VEC elements per access, `lanes` threads over d_v, SG split groups.
+struct merge_shape {
+    int vec, sg;
+    unsigned blocks;
+    size_t smem;
+};
+
+template <fc_dtype PD, fc_dtype OD, int SG>
+static void launch_sg(const merge_desc *m, const merge_shape *sh, cudaStream_t stream) {
+    if (sh->vec > 1) merge_kernel<PD, OD, max_vec(PD), SG><<<sh->blocks, MERGE_THREADS, sh->smem, stream>>>(*m);
+    else merge_kernel<PD, OD, 1, SG><<<sh->blocks, MERGE_THREADS, sh->smem, stream>>>(*m);
+}
+
 template <fc_dtype PD, fc_dtype OD>
-static void launch_typed(const merge_desc *m, int vec, unsigned blocks, cudaStream_t stream) {
-    if (vec > 1) merge_kernel<PD, OD, max_vec(PD)><<<blocks, MERGE_THREADS, 0, stream>>>(*m);
-    else merge_kernel<PD, OD, 1><<<blocks, MERGE_THREADS, 0, stream>>>(*m);
+static void launch_typed(const merge_desc *m, const merge_shape *sh, cudaStream_t stream) {
+    if (sh->sg > 1) launch_sg<PD, OD, 8>(m, sh, stream);
+    else launch_sg<PD, OD, 1>(m, sh, stream);
 }
 
 template <fc_dtype OD>
-static void launch_out(const merge_desc *m, fc_dtype pd, int vec, unsigned blocks, cudaStream_t stream) {
+static void launch_out(const merge_desc *m, fc_dtype pd, const merge_shape *sh, cudaStream_t stream) {
     switch (pd) {
-    case FC_FP32: launch_typed<FC_FP32, OD>(m, vec, blocks, stream); break;
-    case FC_BF16: launch_typed<FC_BF16, OD>(m, vec, blocks, stream); break;
-    default: launch_typed<FC_FP16, OD>(m, vec, blocks, stream); break;
+    case FC_FP32: launch_typed<FC_FP32, OD>(m, sh, stream); break;
+    case FC_BF16: launch_typed<FC_BF16, OD>(m, sh, stream); break;
+    default: launch_typed<FC_FP16, OD>(m, sh, stream); break;
     }
 }
 
 // Launch the merge of m (partials pd: fp32/bf16/fp16; out od: bf16/fp16). Nothing when it is empty.
+// Many partials per row (split-KV decode: up to 128) get 8 split groups, so one row's partials are
+// read by 8 warps at once instead of one thread walking them all.
 static fc_status launch_merge(merge_desc m, fc_dtype pd, fc_dtype od, cudaStream_t stream) {
     if (m.rows <= 0 || m.h <= 0 || m.n <= 0) return FC_OK;
     if (od != FC_BF16 && od != FC_FP16)
         return fc_fail(FC_ERR_UNSUPPORTED, "out", "merge output dtype must be bf16 or fp16 on CUDA");
-    int vec = pick_vec(&m, pd, od);
-    int chunks = (m.d_v + vec - 1) / vec;
+    merge_shape sh;
+    sh.vec = pick_vec(&m, pd, od);
+    int chunks = (m.d_v + sh.vec - 1) / sh.vec;
     m.lanes = 1;
     while (m.lanes < 32 && m.lanes < chunks) m.lanes *= 2;
-    int64_t threads = m.rows * m.h * m.lanes;
-    unsigned blocks = (unsigned)((threads + MERGE_THREADS - 1) / MERGE_THREADS);
-    if (od == FC_BF16) launch_out<FC_BF16>(&m, pd, vec, blocks, stream);
-    else launch_out<FC_FP16>(&m, pd, vec, blocks, stream);
+    int items = MERGE_THREADS / (m.lanes * 8);
+    size_t smem8 = (size_t)items * 8 * (m.d_v + 1) * sizeof(float);
+    sh.sg = m.n >= 16 && smem8 <= 48 * 1024 ? 8 : 1;
+    items = MERGE_THREADS / (m.lanes * sh.sg);
+    sh.smem = sh.sg > 1 ? smem8 : 0;
+    sh.blocks = (unsigned)((m.rows * m.h + items - 1) / items);
+    if (od == FC_BF16) launch_out<FC_BF16>(&m, pd, &sh, stream);
+    else launch_out<FC_FP16>(&m, pd, &sh, stream);
     FC_CUDA_LAUNCHED("merge_kernel");
     return FC_OK;
 }
