@@ -35,13 +35,16 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
     }
     int group = p->h_q / p->h_k;
     int64_t m_tiles = ((int64_t)p->s_q * group + C::BM - 1) / C::BM;
-    int64_t z = (int64_t)p->batch * p->h_k;
+    int64_t z = (int64_t)p->batch * p->h_k, x_major = m_tiles * ws.splits * p->h_k;
     if (m_tiles == 0 || z == 0) return FC_OK;
-    if (m_tiles > 0x7fffffff || z > 65535 || ws.splits > 65535)
-        return fc_fail(FC_ERR_UNSUPPORTED, "q", "grid too large for the CUDA kernel (%lld x %d x %lld)", (long long)m_tiles,
-                       ws.splits, (long long)z);
+    bool fits = C::HEAD_MAJOR ? x_major <= 0x7fffffff && p->batch <= 65535
+                              : m_tiles <= 0x7fffffff && z <= 65535 && ws.splits <= 65535;
+    if (!fits)
+        return fc_fail(FC_ERR_UNSUPPORTED, "q", "grid too large for the CUDA kernel (%lld tiles x %d splits x %lld)",
+                       (long long)m_tiles, ws.splits, (long long)z);
     FC_CUDA_TRY(cudaFuncSetAttribute(fwd_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES));
-    dim3 grid((unsigned)m_tiles, (unsigned)ws.splits, (unsigned)z);
+    dim3 grid = C::HEAD_MAJOR ? dim3((unsigned)x_major, (unsigned)p->batch, 1)
+                              : dim3((unsigned)m_tiles, (unsigned)ws.splits, (unsigned)z);
     fwd_kernel<C><<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws);
     FC_CUDA_LAUNCHED("fwd_kernel");
     return FC_OK;

@@ -20,6 +20,7 @@ struct fwd_cfg {
     typedef T_ T;
     static constexpr int D = D_, DV = DV_, NWARPS = NWARPS_, BN = BN_, STAGES = STAGES_;
     static constexpr int BM = 16 * NWARPS, THREADS = 32 * NWARPS;
+    static constexpr bool HEAD_MAJOR = NWARPS == 1;                          // decode: see fwd_tile_of
     static constexpr int DCH = D / 8, DVCH = DV / 8;                          // 16-byte chunks per row
     static constexpr int DPITCH = (DCH + 7) / 8 * 8, DVPITCH = (DVCH + 7) / 8 * 8; // swizzled pitch (chunks)
     static constexpr int Q_BYTES = BM * DPITCH * 16;
@@ -42,12 +43,25 @@ struct fwd_tile {
     int n_lo, n_hi;        // key blocks [n_lo, n_hi) of this split (may be empty)
 };
 
-template <int BM, int BN>
+// Launch order. Query-tile major (prefill): grid (m tiles, splits, b * h_k), so CTAs reading the same
+// K/V run together and share it in L2. Head major (decode): grid (h_k * splits * m tiles, b) with the KV
+// head fastest, so the CTAs of all heads of a sequence read each page's rows (adjacent across heads)
+// at about the same time.
+template <int BM, int BN, bool HEAD_MAJOR>
 __device__ __forceinline__ bool fwd_tile_of(const fc_problem &p, int splits, fwd_tile &t) {
-    t.m0 = blockIdx.x * BM;
-    t.split = blockIdx.y;
-    t.hk = blockIdx.z % p.h_k;
-    t.b = blockIdx.z / p.h_k;
+    if (HEAD_MAJOR) {
+        int x = blockIdx.x;
+        t.hk = x % p.h_k;
+        x /= p.h_k;
+        t.split = x % splits;
+        t.m0 = x / splits * BM;
+        t.b = blockIdx.y;
+    } else {
+        t.m0 = blockIdx.x * BM;
+        t.split = blockIdx.y;
+        t.hk = blockIdx.z % p.h_k;
+        t.b = blockIdx.z / p.h_k;
+    }
     t.group = p.h_q / p.h_k;
     t.s = fc_seqlen_of(&p, t.b);
     t.packed_rows = t.s.s_q * t.group;
@@ -254,7 +268,7 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
     char *sq = smem, *stages = smem + C::Q_BYTES;
     int64_t *rows = (int64_t *)(stages + C::STAGES * C::STAGE_BYTES);
     fwd_tile t;
-    if (!fwd_tile_of<C::BM, C::BN>(p, ws.splits, t)) return;
+    if (!fwd_tile_of<C::BM, C::BN, C::HEAD_MAJOR>(p, ws.splits, t)) return;
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     score_consts sc = score_consts_of(p, t.s.s_q, t.s.s_k);
 
