@@ -19,7 +19,9 @@ extern "C" {
 #endif
 
 /* ---------------------------------------------------------------------------------------------- */
-/* The normalized attention problem. api.c fills it after validation; backends only read it.       */
+/* The normalized attention problem. api.c fills it after validation; backends only read it. Some   */
+/* fields are derived (page_div_*: fc_fast_div_init of page_size); a test that builds one by hand    */
+/* must derive them as api.c does.                                                                   */
 
 typedef enum { FC_KV_DENSE = 0, FC_KV_VARLEN = 1, FC_KV_PAGED = 2 } fc_kv_layout;
 

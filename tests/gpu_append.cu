@@ -117,6 +117,7 @@ static void run_case(const append_case *c, cudaStream_t stream) {
     } else if (c->layout == FC_KV_PAGED) {
         p.k.sb = ps * p.k.sr; p.v.sb = ps * p.v.sr;
         p.page_size = ps; p.num_pages = num_pages; p.max_pages = max_pages; p.page_table_sb = max_pages;
+        fc_fast_div_init((uint32_t)ps, &p.page_div_mul, &p.page_div_shift); /* as api.c does */
         p.s_k = max_pages * ps;
     } else {
         p.s_k = cap;

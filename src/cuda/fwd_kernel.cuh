@@ -97,17 +97,35 @@ __device__ __forceinline__ void load_q(const fc_problem &p, const fwd_tile &t, c
     }
 }
 
-// Element offsets of the rows of key block n in K and in V (-1: past the sequence's end). One lookup
-// per row — for a paged cache that is the one page-table read of the row — so the copies that follow
-// compute no addresses from global memory.
+// Where the rows of a key block live: thread i holds rows i, i + THREADS, ... (outer < 0: past the
+// sequence's end). Loaded one block before the table is written, so a page-table read is never waited
+// for on the spot.
 template <class C>
-__device__ __forceinline__ void kv_row_table(const fc_problem &p, const fwd_tile &t, int n, int64_t *rows) {
-    for (int r = threadIdx.x; r < C::BN; r += C::THREADS) {
-        int j = n * C::BN + r;
-        bool valid = j < t.s.s_k;
-        fc_kv_loc loc = valid ? fc_kv_locate(&p, &t.s, t.b, j) : fc_kv_loc{0, 0};
-        rows[r] = valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
-        rows[C::BN + r] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
+struct row_locs {
+    static constexpr int R = (C::BN + C::THREADS - 1) / C::THREADS;
+    fc_kv_loc loc[R];
+};
+
+template <class C>
+__device__ __forceinline__ void locate_rows(const fc_problem &p, const fwd_tile &t, int it, int n_blocks, row_locs<C> &L) {
+    int n = t.n_hi - 1 - it;
+#pragma unroll
+    for (int i = 0; i < row_locs<C>::R; i++) {
+        int r = threadIdx.x + i * C::THREADS, j = n * C::BN + r;
+        L.loc[i] = it < n_blocks && r < C::BN && j < t.s.s_k ? fc_kv_locate(&p, &t.s, t.b, j) : fc_kv_loc{-1, 0};
+    }
+}
+
+// The row table of a block: element offsets of its rows in K and in V (-1: past the end).
+template <class C>
+__device__ __forceinline__ void write_row_table(const fc_problem &p, const fwd_tile &t, const row_locs<C> &L, int64_t *rows) {
+#pragma unroll
+    for (int i = 0; i < row_locs<C>::R; i++) {
+        int r = threadIdx.x + i * C::THREADS;
+        if (r >= C::BN) break;
+        bool valid = L.loc[i].outer >= 0;
+        rows[r] = valid ? fc_kv_offset(&p.k, L.loc[i]) + t.hk * p.k.sh : -1;
+        rows[C::BN + r] = valid ? fc_kv_offset(&p.v, L.loc[i]) + t.hk * p.v.sh : -1;
     }
 }
 
@@ -135,14 +153,15 @@ __device__ __forceinline__ void load_kv(const void *base, const int64_t *rows, c
     }
 }
 
-// Key block n into a stage: the row table, a barrier (every thread reads all rows), the copies, and a
+// Key block `it` into a stage: the row table (from locations loaded one block earlier), a barrier (every thread reads all rows), the copies, and a
 // commit (also when there is no block: empty groups keep the group count uniform). The caller's next
 // barrier protects the table from the following block.
 template <class C>
 __device__ __forceinline__ void issue_block(const fc_problem &p, const fwd_tile &t, int it, int n_blocks, char *stage,
-                                            int64_t *rows) {
+                                            int64_t *rows, row_locs<C> &L) {
     if (it < n_blocks) {
-        kv_row_table<C>(p, t, t.n_hi - 1 - it, rows);
+        write_row_table<C>(p, t, L, rows);
+        locate_rows<C>(p, t, it + 1, n_blocks, L); // the next block's page-table reads, in flight meanwhile
         __syncthreads();
         load_kv<C, C::DCH, C::DPITCH>(p.k.data, rows, stage);
         load_kv<C, C::DVCH, C::DVPITCH>(p.v.data, rows + C::BN, stage + C::K_BYTES);
@@ -292,9 +311,11 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
     // partially masked ones (causal diagonal) come first.
     int n_blocks = t.n_hi - t.n_lo;
     load_q<C>(p, t, sq); // in the first block's commit group
+    row_locs<C> locs;
+    locate_rows<C>(p, t, 0, n_blocks, locs);
 #pragma unroll
     for (int st = 0; st < C::STAGES - 1; st++) {
-        issue_block<C>(p, t, st, n_blocks, stages + st * C::STAGE_BYTES, rows);
+        issue_block<C>(p, t, st, n_blocks, stages + st * C::STAGE_BYTES, rows, locs);
         __syncthreads(); // the row table is rewritten by the next block
     }
     if (p.rotary_cos) {
@@ -308,7 +329,7 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         cp_async_wait<C::STAGES - 2>(); // block it has landed (this thread's copies) ...
         __syncthreads();                 // ... and every thread's; the stage read at it - 1 is free
         int ahead = it + C::STAGES - 1;
-        issue_block<C>(p, t, ahead, n_blocks, stages + (ahead % C::STAGES) * C::STAGE_BYTES, rows);
+        issue_block<C>(p, t, ahead, n_blocks, stages + (ahead % C::STAGES) * C::STAGE_BYTES, rows, locs);
         const char *sk = stages + (it % C::STAGES) * C::STAGE_BYTES, *sv = sk + C::K_BYTES;
         float s[C::BN / 8][4];
         qk_block<C>(sq, sk, s);
