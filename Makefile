@@ -35,7 +35,8 @@ PC_PRIVATE := -lm -pthread
 endif
 
 REF_OBJ    := $(B)/tests/ref64.o
-TEST_C     := $(filter-out tests/ref64.c tests/gpu_%.c,$(wildcard tests/*.c))
+PROB_OBJ   := $(B)/tests/problem.o
+TEST_C     := $(filter-out tests/ref64.c tests/problem.c tests/gpu_%.c,$(wildcard tests/*.c))
 TEST_BIN   := $(TEST_C:tests/%.c=$(B)/tests/%)
 ifneq ($(NVCC),)
 GPUTEST_C  := $(wildcard tests/gpu_*.c)
@@ -44,6 +45,7 @@ endif
 GPUTEST_BIN:= $(GPUTEST_C:tests/%.c=$(B)/tests/%) $(GPUTEST_CU:tests/%.cu=$(B)/tests/%)
 
 .PHONY: all run test test-gpu sanitize-gpu install clean
+.SECONDARY: $(PROB_OBJ)
 all: $(B)/libflashc.so $(B)/libflashc.a $(B)/flashc-bench
 
 $(B)/%.o: %.c include/flashc.h src/internal.h $(wildcard src/cpu/*.h tests/*.h)
@@ -75,13 +77,13 @@ $(B)/tools/flashc-bench.o: tools/flashc-bench.c include/flashc.h tests/ref64.h
 $(B)/flashc-bench: $(B)/tools/flashc-bench.o $(REF_OBJ) $(B)/libflashc.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
-$(B)/tests/%: $(B)/tests/%.o $(REF_OBJ) $(B)/libflashc.a
+$(B)/tests/%: $(B)/tests/%.o $(REF_OBJ) $(PROB_OBJ) $(B)/libflashc.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
 # GPU tests: host programs over the public API (C, with the CUDA runtime), and device unit tests (.cu).
-$(B)/tests/gpu_%: tests/gpu_%.c $(REF_OBJ) $(B)/libflashc.a $(wildcard tests/*.h)
+$(B)/tests/gpu_%: tests/gpu_%.c $(REF_OBJ) $(PROB_OBJ) $(B)/libflashc.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(FC_CFLAGS) -I$(CUDA_HOME)/include -o $@ $< $(REF_OBJ) $(B)/libflashc.a $(LDLIBS)
+	$(CC) $(FC_CFLAGS) -I$(CUDA_HOME)/include -o $@ $< $(REF_OBJ) $(PROB_OBJ) $(B)/libflashc.a $(LDLIBS)
 
 $(B)/tests/gpu_%: tests/gpu_%.cu $(wildcard src/cuda/*.cu src/cuda/*.cuh src/cuda/tile/*.cuh src/cpu/*.c src/cpu/*.h tests/*.h)
 	@mkdir -p $(dir $@)

@@ -10,7 +10,7 @@
 #define restrict __restrict__
 #include "../src/cpu/append.c"
 #include "../src/cuda/append.cu"
-#include "testutil.h"
+#include "gpu_util.h"
 
 extern "C" fc_status fc_fail(fc_status status, const char *arg, const char *fmt, ...) {
     va_list ap;
@@ -20,14 +20,6 @@ extern "C" fc_status fc_fail(fc_status status, const char *arg, const char *fmt,
     printf("\n");
     va_end(ap);
     return status;
-}
-
-static void cuda_die(cudaError_t e, const char *what) {
-    if (e == cudaSuccess) return;
-    printf("  FAIL: %s: %s\n", what, cudaGetErrorString(e));
-    tu_failed++;
-    tu_finish();
-    exit(1);
 }
 
 // A host buffer with a device twin.
@@ -190,8 +182,7 @@ static void run_case(const append_case *c, cudaStream_t stream) {
 }
 
 int main(void) {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    if (!cuda_device_present()) {
         printf("gpu_append: no CUDA device: skipped, nothing passed\n");
         return 2;
     }

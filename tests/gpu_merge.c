@@ -9,19 +9,9 @@
  * the error paths (fp32 out on CUDA: FC_ERR_UNSUPPORTED and nothing written).
  * Exit: 0 all passed, 1 something failed, 2 no CUDA device.
  */
-#include <cuda_runtime_api.h>
-
-#include "testutil.h"
+#include "gpu_util.h"
 
 static cudaStream_t g_stream;
-
-static void cuda_die(cudaError_t e, const char *what) {
-    if (e == cudaSuccess) return;
-    printf("  FAIL: %s: %s\n", what, cudaGetErrorString(e));
-    tu_failed++;
-    tu_finish();
-    exit(1);
-}
 
 /* ---------------------------------------------------------------------------------------------- */
 /* A strided tensor mirrored on host (cpu: CPU-backend copy, gpu: copy back from the device) and GPU */
@@ -378,8 +368,7 @@ static void error_cases(void) {
 }
 
 int main(void) {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0 || !fc_cuda_available()) {
+    if (!cuda_device_present() || !fc_cuda_available()) {
         printf("gpu_merge: no CUDA device (or a build without CUDA): skipped, nothing passed\n");
         return 2;
     }

@@ -1,412 +1,18 @@
 /* test_cpu.c — the CPU backend against the float64 reference (ref64) over a FlashAttention-like sweep. */
-#include <time.h>
+#include "problem.h"
 
-#include "ref64.h"
-#include "testutil.h"
-
-enum { KV_DENSE, KV_VARLEN, KV_PAGED };
-enum { LAYOUT_CONTIG, LAYOUT_PADDED, LAYOUT_PACKED };
-enum { MAX_BATCH = 8, MAX_ALLOCS = 48, MAX_SPLITS = 4 };
-
-/* One test case: shapes, layouts and options. s_k is the key length of dense KV, the longest
- * sequence of varlen KV, the capacity of each sequence of paged KV. */
-typedef struct cfg {
-    fc_dtype dt;
-    int b, s_q, s_k, h_q, h_k, d, d_v;
-    int causal, wl, wr;
-    float softcap, scale;
-    int alibi;      /* 0 none, 1 (h_q), 2 (b, h_q) */
-    int sinks, lse; /* 1: given */
-    int q_varlen, kv, page_size;
-    int seqused;    /* 0 none (paged/append: full), 1 random, 2 random with sequence 0 at 0 */
-    int layout;     /* LAYOUT_*: padded strides (padding NaN), or q/k/v slices of a packed qkv */
-    int nan_unused; /* cache rows past seqused_k (and unused page-table entries: -1) hold NaN */
-    int s_new, rot_dim, rot_inter, rot_f32;
-    int nsplits, splits[MAX_SPLITS];
-    int threads;    /* > 0: fc_set_num_threads for this case */
-} cfg;
-
-/* An allocation, in elements of dt. */
-typedef struct region {
-    void *base;
-    fc_dtype dt;
-    int64_t n;
-} region;
-
-/* A built case: arguments, host buffers and the per-sequence lengths. */
-typedef struct prob {
-    cfg c;
-    fc_attn_args a;
-    void *mem[MAX_ALLOCS];
-    int nmem;
-    uint64_t rng;
-    int64_t total_q, q_row0[MAX_BATCH];
-    int len_q[MAX_BATCH], cap[MAX_BATCH], s_cache[MAX_BATCH];
-    region out, lse, kc, vc;
-    unsigned char *k_snap, *v_snap;
-} prob;
-
-/* Per-group statistics: one line of output per group. */
-typedef struct group {
-    const char *name;
-    int cases, checks, failed;
-    double worst;
-    char worst_case[320];
-} group;
+/* The CPU backend takes every layout: odd padding everywhere, max_seqlen computed by the library. */
+static const prob_opts OPTS = {.pad = 0, .pad_all = 1, .max_seqlen = 0, .fast_fill = 0};
 
 static double g_worst_ratio;
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Building a case                                                                                 */
-
-static cfg cfg_base(void) {
-    cfg c;
-    memset(&c, 0, sizeof c);
-    c.dt = FC_BF16;
-    c.b = 2;
-    c.s_q = c.s_k = 16;
-    c.h_q = c.h_k = 2;
-    c.d = c.d_v = 64;
-    c.wl = c.wr = -1;
-    c.lse = 1;
-    c.page_size = 16;
-    c.nsplits = 1;
-    return c;
-}
-
-static void describe(const cfg *c, char *s, size_t n) {
-    static const char *kvn[] = {"dense", "varlen", "paged"};
-    int k = snprintf(s, n, "%s b%d sq%d sk%d h%d/%d d%d/%d", tu_dtype_name(c->dt), c->b, c->s_q, c->s_k,
-                     c->h_q, c->h_k, c->d, c->d_v);
-    if (c->causal) k += snprintf(s + k, n - k, " causal");
-    if (c->wl >= 0 || c->wr >= 0) k += snprintf(s + k, n - k, " win(%d,%d)", c->wl, c->wr);
-    if (c->softcap > 0) k += snprintf(s + k, n - k, " cap%g", c->softcap);
-    if (c->scale != 0) k += snprintf(s + k, n - k, " scale%g", c->scale);
-    if (c->alibi) k += snprintf(s + k, n - k, " alibi%dd", c->alibi);
-    if (c->sinks) k += snprintf(s + k, n - k, " sinks");
-    if (!c->lse) k += snprintf(s + k, n - k, " nolse");
-    if (c->q_varlen) k += snprintf(s + k, n - k, " q-varlen");
-    k += snprintf(s + k, n - k, " kv-%s", kvn[c->kv]);
-    if (c->kv == KV_PAGED) k += snprintf(s + k, n - k, " ps%d", c->page_size);
-    if (c->seqused) k += snprintf(s + k, n - k, " seqused%d", c->seqused);
-    if (c->layout) k += snprintf(s + k, n - k, " %s", c->layout == LAYOUT_PADDED ? "padded" : "packed");
-    if (c->nan_unused) k += snprintf(s + k, n - k, " nan-unused");
-    if (c->s_new) k += snprintf(s + k, n - k, " new%d", c->s_new);
-    if (c->rot_dim)
-        k += snprintf(s + k, n - k, " rot%d%s%s", c->rot_dim, c->rot_inter ? "i" : "h", c->rot_f32 ? "f32" : "");
-    if (c->threads) k += snprintf(s + k, n - k, " threads%d", c->threads);
-    k += snprintf(s + k, n - k, " splits");
-    for (int i = 0; i < c->nsplits; i++) k += snprintf(s + k, n - k, "%s%d", i ? "," : "", c->splits[i]);
-}
-
-static void *palloc(prob *P, size_t bytes) {
-    size_t n = (bytes + 63) / 64 * 64;
-    void *p = aligned_alloc(64, n ? n : 64);
-    if (!p || P->nmem == MAX_ALLOCS) {
-        fprintf(stderr, "test_cpu: out of memory\n");
-        exit(2);
-    }
-    memset(p, 0, n ? n : 64);
-    P->mem[P->nmem++] = p;
-    return p;
-}
-
-static void prob_free(prob *P) {
-    for (int i = 0; i < P->nmem; i++) free(P->mem[i]);
-    P->nmem = 0;
-}
-
-/* A tensor of the given shape; padded: every non-last stride has a few extra elements. */
-static fc_tensor new_tensor(prob *P, fc_dtype dt, int nd, const int64_t *shape, int padded, region *reg) {
-    fc_tensor t;
-    memset(&t, 0, sizeof t);
-    t.dtype = dt;
-    t.ndim = nd;
-    int64_t st = 1;
-    for (int k = nd - 1; k >= 0; k--) {
-        t.shape[k] = shape[k];
-        t.stride[k] = st;
-        st = st * shape[k] + (padded && k > 0 ? 2 + k : 0);
-    }
-    int64_t n = t.shape[0] * t.stride[0] + (padded ? 5 : 0);
-    if (n < 1) n = 1;
-    t.data = palloc(P, (size_t)n * tu_esize(dt));
-    if (reg) {
-        reg->base = t.data;
-        reg->dt = dt;
-        reg->n = n;
-    }
-    return t;
-}
-
-/* Random values into every element of the view t. */
-static void fill_view(const fc_tensor *t, uint64_t *rng, double scale, double shift) {
-    int64_t sh[4] = {1, 1, 1, 1}, st[4] = {0, 0, 0, 0};
-    for (int k = 0; k < t->ndim; k++) {
-        sh[4 - t->ndim + k] = t->shape[k];
-        st[4 - t->ndim + k] = t->stride[k];
-    }
-    for (int64_t i0 = 0; i0 < sh[0]; i0++)
-        for (int64_t i1 = 0; i1 < sh[1]; i1++)
-            for (int64_t i2 = 0; i2 < sh[2]; i2++)
-                for (int64_t i3 = 0; i3 < sh[3]; i3++)
-                    tu_store(t->data, t->dtype, i0 * st[0] + i1 * st[1] + i2 * st[2] + i3 * st[3],
-                             shift + scale * tu_normal(rng));
-}
-
-static void fill_region(const region *r, uint64_t *rng) {
-    for (int64_t i = 0; i < r->n; i++) tu_store(r->base, r->dt, i, tu_normal(rng));
-}
-
-/* Element offset of key row j of sequence b, head h, in cache tensor t (k or v). */
-static int64_t kv_off(const prob *P, const fc_tensor *t, int b, int64_t j, int h) {
-    const fc_attn_args *a = &P->a;
-    if (P->c.kv == KV_VARLEN)
-        return (((const int32_t *)a->cu_seqlens_k.data)[b] + j) * t->stride[0] + h * t->stride[1];
-    if (P->c.kv == KV_PAGED) {
-        int64_t page = ((const int32_t *)a->page_table.data)[b * a->page_table.stride[0] + j / P->c.page_size];
-        return page * t->stride[0] + (j % P->c.page_size) * t->stride[1] + h * t->stride[2];
-    }
-    return b * t->stride[0] + j * t->stride[1] + h * t->stride[2];
-}
-
-/* Per-sequence lengths: queries, cache capacity, keys present before the append. */
-static void build_lengths(prob *P) {
-    const cfg *c = &P->c;
-    int64_t row = 0;
-    for (int i = 0; i < c->b; i++) {
-        P->len_q[i] = c->q_varlen ? tu_randint(&P->rng, 0, c->s_q) : c->s_q;
-        P->cap[i] = c->kv == KV_VARLEN ? tu_randint(&P->rng, 0, c->s_k) : c->s_k;
-    }
-    if (c->q_varlen) {
-        P->len_q[0] = c->s_q;
-        if (c->b >= 3) P->len_q[1] = 0;
-    }
-    if (c->kv == KV_VARLEN) {
-        P->cap[c->b - 1] = c->s_k;
-        if (c->b >= 3) P->cap[0] = 0;
-    }
-    for (int i = 0; i < c->b; i++) {
-        P->q_row0[i] = row;
-        row += P->len_q[i];
-        int room = P->cap[i] - c->s_new;
-        P->s_cache[i] = c->seqused ? tu_randint(&P->rng, 0, room) : room;
-    }
-    if (c->seqused == 2) P->s_cache[0] = 0;
-    P->total_q = row;
-}
-
-static fc_tensor int_tensor(prob *P, int64_t n, const int *vals) {
-    int64_t shape[1] = {n};
-    fc_tensor t = new_tensor(P, FC_INT32, 1, shape, 0, NULL);
-    for (int64_t i = 0; i < n; i++) ((int32_t *)t.data)[i] = vals[i];
-    return t;
-}
-
-static void build_q_out(prob *P) {
-    const cfg *c = &P->c;
-    fc_attn_args *a = &P->a;
-    int pad = c->layout != LAYOUT_CONTIG;
-    if (c->q_varlen) {
-        int cu[MAX_BATCH + 1];
-        cu[0] = 0;
-        for (int i = 0; i < c->b; i++) cu[i + 1] = cu[i] + P->len_q[i];
-        a->cu_seqlens_q = int_tensor(P, c->b + 1, cu);
-        int64_t qs[3] = {P->total_q, c->h_q, c->d}, os[3] = {P->total_q, c->h_q, c->d_v};
-        int64_t ls[2] = {c->h_q, P->total_q};
-        a->q = new_tensor(P, c->dt, 3, qs, pad, NULL);
-        a->out = new_tensor(P, c->dt, 3, os, pad, &P->out);
-        if (c->lse) a->lse = new_tensor(P, FC_FP32, 2, ls, pad, &P->lse);
-    } else {
-        int64_t qs[4] = {c->b, c->s_q, c->h_q, c->d}, os[4] = {c->b, c->s_q, c->h_q, c->d_v};
-        int64_t ls[3] = {c->b, c->h_q, c->s_q};
-        if (c->layout != LAYOUT_PACKED) a->q = new_tensor(P, c->dt, 4, qs, pad, NULL);
-        a->out = new_tensor(P, c->dt, 4, os, pad, &P->out);
-        if (c->lse) a->lse = new_tensor(P, FC_FP32, 3, ls, pad, &P->lse);
-    }
-    if (c->layout != LAYOUT_PACKED) {
-        if (pad) tu_poison(a->q.data, c->dt, a->q.shape[0] * a->q.stride[0] + 5);
-        fill_view(&a->q, &P->rng, 1, 0);
-    }
-}
-
-/* q, k, v as slices of one (b, s, h_q + 2 h_k, d) tensor (dense, s_q = s_k, d = d_v). */
-static void build_packed(prob *P) {
-    const cfg *c = &P->c;
-    fc_attn_args *a = &P->a;
-    int64_t H = c->h_q + 2 * c->h_k, shape[4] = {c->b, c->s_q, H, c->d};
-    region r;
-    fc_tensor t = new_tensor(P, c->dt, 4, shape, 0, &r);
-    fill_region(&r, &P->rng);
-    size_t es = tu_esize(c->dt);
-    a->q = a->k = a->v = t;
-    a->q.shape[2] = c->h_q;
-    a->k.shape[2] = a->v.shape[2] = c->h_k;
-    a->k.data = (char *)t.data + (size_t)c->h_q * c->d * es;
-    a->v.data = (char *)t.data + (size_t)(c->h_q + c->h_k) * c->d * es;
-    P->kc = P->vc = r;
-}
-
-static void build_page_table(prob *P) {
-    const cfg *c = &P->c;
-    int ps = c->page_size, pps = (c->s_k + ps - 1) / ps, max_pages = pps + 1, num_pages = c->b * pps + 2;
-    int *perm = palloc(P, sizeof(int) * (size_t)num_pages);
-    for (int i = 0; i < num_pages; i++) perm[i] = i;
-    for (int i = num_pages - 1; i > 0; i--) {
-        int j = tu_randint(&P->rng, 0, i), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    int64_t shape[2] = {c->b, max_pages};
-    fc_tensor t = new_tensor(P, FC_INT32, 2, shape, c->layout == LAYOUT_PADDED, NULL);
-    for (int i = 0; i < c->b; i++) {
-        int used = (P->s_cache[i] + c->s_new + ps - 1) / ps;
-        for (int p = 0; p < max_pages; p++) {
-            int v = p < pps ? perm[i * pps + p] : perm[tu_randint(&P->rng, 0, num_pages - 1)];
-            if (c->nan_unused && p >= used) v = -1;
-            ((int32_t *)t.data)[i * t.stride[0] + p * t.stride[1]] = v;
-        }
-    }
-    P->a.page_table = t;
-}
-
-/* Random values into the rows of each sequence that count (all rows up to capacity, unless the
- * unused ones are to hold NaN). */
-static void fill_cache_rows(prob *P, const fc_tensor *t, int dim) {
-    const cfg *c = &P->c;
-    for (int i = 0; i < c->b; i++) {
-        int upto = c->nan_unused ? P->s_cache[i] : P->cap[i];
-        for (int64_t j = 0; j < upto; j++)
-            for (int h = 0; h < c->h_k; h++) {
-                int64_t o = kv_off(P, t, i, j, h);
-                for (int e = 0; e < dim; e++) tu_store(t->data, t->dtype, o + e, tu_normal(&P->rng));
-            }
-    }
-}
-
-static void build_kv(prob *P) {
-    const cfg *c = &P->c;
-    fc_attn_args *a = &P->a;
-    int pad = c->layout == LAYOUT_PADDED;
-    if (c->layout == LAYOUT_PACKED) {
-        build_packed(P);
-        return;
-    }
-    if (c->kv == KV_VARLEN) {
-        int cu[MAX_BATCH + 1];
-        cu[0] = 0;
-        for (int i = 0; i < c->b; i++) cu[i + 1] = cu[i] + P->cap[i];
-        a->cu_seqlens_k = int_tensor(P, c->b + 1, cu);
-        int64_t ks[3] = {cu[c->b] + 2, c->h_k, c->d}, vs[3] = {cu[c->b] + 2, c->h_k, c->d_v};
-        a->k = new_tensor(P, c->dt, 3, ks, pad, &P->kc);
-        a->v = new_tensor(P, c->dt, 3, vs, pad, &P->vc);
-    } else {
-        int64_t n0 = c->b, n1 = c->s_k;
-        if (c->kv == KV_PAGED) {
-            build_page_table(P);
-            n0 = c->b * ((c->s_k + c->page_size - 1) / c->page_size) + 2;
-            n1 = c->page_size;
-        }
-        int64_t ks[4] = {n0, n1, c->h_k, c->d}, vs[4] = {n0, n1, c->h_k, c->d_v};
-        a->k = new_tensor(P, c->dt, 4, ks, pad, &P->kc);
-        a->v = new_tensor(P, c->dt, 4, vs, pad, &P->vc);
-    }
-    if (pad || c->nan_unused) {
-        tu_poison(P->kc.base, c->dt, P->kc.n);
-        tu_poison(P->vc.base, c->dt, P->vc.n);
-    } else {
-        fill_region(&P->kc, &P->rng);
-        fill_region(&P->vc, &P->rng);
-    }
-    fill_cache_rows(P, &a->k, c->d);
-    fill_cache_rows(P, &a->v, c->d_v);
-}
-
-static void build_append(prob *P) {
-    const cfg *c = &P->c;
-    fc_attn_args *a = &P->a;
-    int pad = c->layout == LAYOUT_PADDED;
-    int64_t ks[4] = {c->b, c->s_new, c->h_k, c->d}, vs[4] = {c->b, c->s_new, c->h_k, c->d_v};
-    a->k_new = new_tensor(P, c->dt, 4, ks, pad, NULL);
-    a->v_new = new_tensor(P, c->dt, 4, vs, pad, NULL);
-    fill_view(&a->k_new, &P->rng, 1, 0);
-    fill_view(&a->v_new, &P->rng, 1, 0);
-    if (!c->rot_dim) return;
-    fc_dtype rdt = c->rot_f32 ? FC_FP32 : c->dt;
-    int half = c->rot_dim / 2;
-    int64_t rs[2] = {c->s_k + 3, half};
-    a->rotary_cos = new_tensor(P, rdt, 2, rs, pad, NULL);
-    a->rotary_sin = new_tensor(P, rdt, 2, rs, pad, NULL);
-    for (int64_t p = 0; p < rs[0]; p++)
-        for (int m = 0; m < half; m++) {
-            double ang = (double)p * pow(10000.0, -2.0 * m / c->rot_dim);
-            tu_store(a->rotary_cos.data, rdt, p * a->rotary_cos.stride[0] + m, cos(ang));
-            tu_store(a->rotary_sin.data, rdt, p * a->rotary_sin.stride[0] + m, sin(ang));
-        }
-    a->rotary_interleaved = c->rot_inter;
-}
-
-static void build_options(prob *P) {
-    const cfg *c = &P->c;
-    fc_attn_args *a = &P->a;
-    if (c->seqused || c->kv == KV_PAGED || c->s_new) a->seqused_k = int_tensor(P, c->b, P->s_cache);
-    a->softmax_scale = c->scale;
-    a->softcap = c->softcap;
-    a->causal = c->causal;
-    a->window_left = c->wl;
-    a->window_right = c->wr;
-    if (c->alibi) {
-        int64_t s1[1] = {c->h_q}, s2[2] = {c->b, c->h_q};
-        a->alibi_slopes = new_tensor(P, FC_FP32, c->alibi, c->alibi == 1 ? s1 : s2, 0, NULL);
-        fill_view(&a->alibi_slopes, &P->rng, 0.05, 0.15);
-    }
-    if (c->sinks) {
-        int64_t s1[1] = {c->h_q};
-        a->sinks = new_tensor(P, FC_FP32, 1, s1, 0, NULL);
-        fill_view(&a->sinks, &P->rng, 1, 0.5);
-    }
-}
-
-static void prob_build(prob *P, const cfg *c, uint64_t seed) {
-    memset(P, 0, sizeof *P);
-    P->c = *c;
-    P->rng = seed;
-    fc_attn_args_init(&P->a);
-    build_lengths(P);
-    build_q_out(P);
-    build_kv(P);
-    if (c->s_new) build_append(P);
-    build_options(P);
-    P->k_snap = palloc(P, (size_t)P->kc.n * tu_esize(c->dt));
-    P->v_snap = palloc(P, (size_t)P->vc.n * tu_esize(c->dt));
-    memcpy(P->k_snap, P->kc.base, (size_t)P->kc.n * tu_esize(c->dt));
-    memcpy(P->v_snap, P->vc.base, (size_t)P->vc.n * tu_esize(c->dt));
-}
-
-/* ---------------------------------------------------------------------------------------------- */
 /* Checking one run                                                                                */
-
-/* The reference, both ways. */
-typedef struct refs {
-    double *out, *low, *lse, *lse_low;
-} refs;
 
 typedef struct cmp {
     double err, err_low, lse_err;
     int64_t nans, masked_bad, lse_bad;
 } cmp;
-
-static int64_t out_off(const prob *P, int b, int64_t r, int h) {
-    const fc_tensor *t = &P->a.out;
-    if (P->c.q_varlen) return (P->q_row0[b] + r) * t->stride[0] + h * t->stride[1];
-    return b * t->stride[0] + r * t->stride[1] + h * t->stride[2];
-}
-
-static int64_t lse_off(const prob *P, int b, int64_t r, int h) {
-    const fc_tensor *t = &P->a.lse;
-    if (P->c.q_varlen) return h * t->stride[0] + (P->q_row0[b] + r) * t->stride[1];
-    return b * t->stride[0] + h * t->stride[1] + r * t->stride[2];
-}
 
 /* Out and lse of the library against the reference; copies out (as doubles) into got. */
 static cmp compare(const prob *P, const refs *R, double *got) {
@@ -440,27 +46,6 @@ static cmp compare(const prob *P, const refs *R, double *got) {
                 }
             }
     return m;
-}
-
-static double tol_of(double err_low) { return 2 * err_low + 1e-5; }
-
-/* Elements of region r that are not in the view t (padding) still hold the poison bytes. */
-static int64_t padding_touched(const region *r, const fc_tensor *t, const unsigned char *poison) {
-    size_t es = tu_esize(r->dt);
-    unsigned char *in = calloc((size_t)r->n, 1);
-    int64_t sh[4] = {1, 1, 1, 1}, st[4] = {0, 0, 0, 0}, bad = 0;
-    for (int k = 0; k < t->ndim; k++) {
-        sh[4 - t->ndim + k] = t->shape[k];
-        st[4 - t->ndim + k] = t->stride[k];
-    }
-    for (int64_t i0 = 0; i0 < sh[0]; i0++)
-        for (int64_t i1 = 0; i1 < sh[1]; i1++)
-            for (int64_t i2 = 0; i2 < sh[2]; i2++)
-                for (int64_t i3 = 0; i3 < sh[3]; i3++) in[i0 * st[0] + i1 * st[1] + i2 * st[2] + i3 * st[3]] = 1;
-    for (int64_t i = 0; i < r->n; i++)
-        if (!in[i] && memcmp((const char *)r->base + i * es, poison, es)) bad++;
-    free(in);
-    return bad;
 }
 
 /* Rotates row x (d features) to position pos with the case's tables, in float64. */
@@ -519,7 +104,7 @@ static int64_t check_cache(const prob *P) {
                       : check_appended(P, &P->a.v, &P->a.v_new, P->c.d_v, 0, mark);
         size_t es = tu_esize(P->c.dt);
         for (int64_t i = 0; i < rs[w]->n; i++)
-            if (!mark[i] && memcmp((const char *)rs[w]->base + i * es, snaps[w] + i * es, es)) bad++;
+            if (!mark[i] && memcmp((const char *)reg_host(P, rs[w]) + i * es, snaps[w] + i * es, es)) bad++;
         free(mark);
     }
     return bad;
@@ -528,27 +113,11 @@ static int64_t check_cache(const prob *P) {
 /* ---------------------------------------------------------------------------------------------- */
 /* Running a case                                                                                  */
 
-static void group_note(group *g, int ok, double ratio, const char *desc) {
-    g->checks++;
-    if (!ok) g->failed++;
-    if (ratio > g->worst || isnan(ratio)) {
-        g->worst = isnan(ratio) ? INFINITY : ratio;
-        snprintf(g->worst_case, sizeof g->worst_case, "%s", desc);
-    }
-}
-
-static void restore(prob *P) {
-    size_t es = tu_esize(P->c.dt);
-    memcpy(P->kc.base, P->k_snap, (size_t)P->kc.n * es);
-    memcpy(P->vc.base, P->v_snap, (size_t)P->vc.n * es);
-    tu_poison(P->out.base, P->c.dt, P->out.n);
-    if (P->c.lse) tu_poison(P->lse.base, FC_FP32, P->lse.n);
-}
-
 /* One library run with num_splits = splits, checked; its out goes to got. */
 static void run_split(group *g, prob *P, const refs *R, int splits, double *got, const char *desc) {
     const cfg *c = &P->c;
-    restore(P);
+    prob_restore_cache(P);
+    prob_poison_out(P);
     P->a.num_splits = splits;
     if (c->threads) fc_set_num_threads(c->threads);
     fc_status st = fc_attn_fwd(&P->a, NULL, 0, NULL);
@@ -567,7 +136,7 @@ static void run_split(group *g, prob *P, const refs *R, int splits, double *got,
                   "%s [%s] split %d: out err %.3g, err_lowp %.3g, ratio %.3g, NaN %lld, masked rows nonzero %lld",
                   g->name, desc, splits, m.err, m.err_low, ratio, (long long)m.nans, (long long)m.masked_bad);
     group_note(g, ok, ratio, desc);
-    if (ratio > g_worst_ratio || isnan(ratio)) g_worst_ratio = isnan(ratio) ? INFINITY : ratio;
+    worst_update(&g_worst_ratio, ratio);
     if (c->lse) {
         ok = tu_check(m.lse_bad == 0, "%s [%s] split %d: lse %lld bad, worst rel err %.3g", g->name, desc, splits,
                       (long long)m.lse_bad, m.lse_err);
@@ -576,10 +145,10 @@ static void run_split(group *g, prob *P, const refs *R, int splits, double *got,
     if (c->layout != LAYOUT_CONTIG) {
         unsigned char pz[4];
         tu_poison(pz, c->dt, 1);
-        int64_t bo = padding_touched(&P->out, &P->a.out, pz), bl = 0;
+        int64_t bo = padding_touched(&P->out, &P->a.out, reg_host(P, &P->out), pz), bl = 0;
         if (c->lse) {
             tu_poison(pz, FC_FP32, 1);
-            bl = padding_touched(&P->lse, &P->a.lse, pz);
+            bl = padding_touched(&P->lse, &P->a.lse, reg_host(P, &P->lse), pz);
         }
         ok = tu_check(bo == 0 && bl == 0, "%s [%s] split %d: written outside the view: out %lld, lse %lld elements",
                       g->name, desc, splits, (long long)bo, (long long)bl);
@@ -599,18 +168,15 @@ static void run_case(group *g, const cfg *c) {
     char desc[320];
     describe(c, desc, sizeof desc);
     prob P;
-    prob_build(&P, c, g_seed++ * 0x9e3779b97f4a7c15ull);
-    int64_t rows = P.total_q, n = rows * c->h_q * c->d_v;
-    size_t nb = (size_t)(n > 0 ? n : 1) * sizeof(double), lb = (size_t)(rows > 0 ? rows : 1) * c->h_q * sizeof(double);
-    refs R = {malloc(nb), malloc(nb), malloc(lb), malloc(lb)};
+    prob_build(&P, c, &OPTS, g_seed++ * 0x9e3779b97f4a7c15ull);
+    int64_t n = P.total_q * c->h_q * c->d_v;
+    refs R = refs_new(&P, 1);
     double *got[MAX_SPLITS];
-    for (int i = 0; i < c->nsplits; i++) got[i] = malloc(nb);
+    for (int i = 0; i < c->nsplits; i++) got[i] = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
     g->cases++;
-    int ok = tu_check(ref64_attn(&P.a, 1, 0, R.out, R.lse) == 0 && ref64_attn(&P.a, 1, 1, R.low, R.lse_low) == 0,
-                      "%s [%s]: ref64 cannot read this case", g->name, desc);
+    int ok = tu_check(refs_run(&P.a, &R) == 0, "%s [%s]: ref64 cannot read this case", g->name, desc);
     group_note(g, ok, 0, desc);
-    double err_low = 0;
-    for (int64_t i = 0; ok && i < n; i++) err_low = fmax(err_low, fabs(R.low[i] - R.out[i]));
+    double err_low = ok ? refs_err_low(&P, &R) : 0;
     for (int s = 0; ok && s < c->nsplits; s++) {
         run_split(g, &P, &R, c->splits[s], got[s], desc);
         if (s == 0) continue;
@@ -621,19 +187,13 @@ static void run_case(group *g, const cfg *c) {
         group_note(g, agree, 0, desc);
     }
     for (int i = 0; i < c->nsplits; i++) free(got[i]);
-    free(R.out); free(R.low); free(R.lse); free(R.lse_low);
+    refs_free(&R);
     prob_free(&P);
 }
 
 static void group_print(const group *g, double seconds) {
     printf("%-10s %4d cases %5d checks %3d failed  worst ratio %.3f  (%.1fs)%s%s\n", g->name, g->cases, g->checks,
            g->failed, g->worst, seconds, g->failed ? "  worst: " : "", g->failed ? g->worst_case : "");
-}
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -646,13 +206,6 @@ static const int HEADS[3][2] = {{2, 2}, {4, 2}, {3, 1}}; /* MHA, GQA, MQA */
 static void set_heads(cfg *c, int i) {
     c->h_q = HEADS[i % 3][0];
     c->h_k = HEADS[i % 3][1];
-}
-
-/* mask: 0 none, 1 causal, 2 local window, 3 causal with a left window. */
-static void set_mask(cfg *c, int mask) {
-    c->causal = mask == 1 || mask == 3;
-    c->wl = mask == 2 ? 11 : mask == 3 ? 19 : -1;
-    c->wr = mask == 2 ? 7 : -1;
 }
 
 /* dtype x {MHA, GQA, MQA} x d x softcap x mask, every combination, over short and medium lengths. */
@@ -957,10 +510,8 @@ static void sweep_threads(group *g) {
 
 /* Random combinations of every axis at once (reproducible): catches interactions the sweeps miss. */
 static void sweep_mixed(group *g) {
-    static const int sq[6] = {1, 2, 5, 17, 64, 100}, sk[6] = {1, 3, 31, 64, 129, 250};
-    static const int sizes[5] = {1, 3, 16, 64, 256}, splits[5] = {1, 3, 0, 2, 5};
-    uint64_t r = 2024;
     static const int heads[6][2] = {{2, 2}, {4, 2}, {3, 1}, {8, 1}, {6, 3}, {1, 1}};
+    uint64_t r = 2024;
     for (int i = 0; i < 500; i++) {
         cfg c = cfg_base();
         c.dt = DTYPES[tu_randint(&r, 0, 2)];
@@ -969,33 +520,7 @@ static void sweep_mixed(group *g) {
         c.h_k = heads[hh][1];
         c.d = DIMS[tu_randint(&r, 0, 4)];
         c.d_v = tu_randint(&r, 0, 2) ? c.d : DIMS[tu_randint(&r, 0, 4)];
-        c.b = tu_randint(&r, 1, 5);
-        c.s_q = sq[tu_randint(&r, 0, 5)];
-        c.s_k = sk[tu_randint(&r, 0, 5)];
-        set_mask(&c, tu_randint(&r, 0, 3));
-        if (c.wr >= 0 && !c.causal) c.wl = tu_randint(&r, -1, 40), c.wr = tu_randint(&r, -1, 40);
-        c.softcap = tu_randint(&r, 0, 2) ? 0 : 2.0f;
-        c.scale = tu_randint(&r, 0, 4) ? 0 : 0.2f;
-        c.alibi = tu_randint(&r, 0, 2);
-        c.sinks = tu_randint(&r, 0, 3) == 0;
-        c.lse = tu_randint(&r, 0, 3) != 0;
-        c.kv = tu_randint(&r, 0, 2);
-        c.page_size = sizes[tu_randint(&r, 0, 4)];
-        c.q_varlen = tu_randint(&r, 0, 1);
-        c.seqused = tu_randint(&r, 0, 2);
-        if (c.kv != KV_VARLEN && !c.q_varlen && tu_randint(&r, 0, 3) == 0) {
-            c.s_new = tu_randint(&r, 1, 4);
-            if (c.s_k < c.s_new) c.s_k = c.s_new;
-            if (tu_randint(&r, 0, 1)) {
-                c.s_q = tu_randint(&r, 1, c.s_new); /* rotary: query positions >= 0 */
-                c.rot_dim = tu_randint(&r, 0, 1) ? c.d : c.d / 2;
-                c.rot_inter = tu_randint(&r, 0, 1);
-                c.rot_f32 = tu_randint(&r, 0, 1);
-            }
-        }
-        c.layout = tu_randint(&r, 0, 4) == 0 ? LAYOUT_PADDED : LAYOUT_CONTIG;
-        c.nan_unused = tu_randint(&r, 0, 5) == 0;
-        c.splits[0] = splits[tu_randint(&r, 0, 4)];
+        mix_axes(&c, &r);
         run_case(g, &c);
     }
 }
@@ -1079,11 +604,6 @@ static void sweep_merge(group *g) {
 
 /* ---------------------------------------------------------------------------------------------- */
 
-typedef struct sweep {
-    const char *name;
-    void (*run)(group *);
-} sweep;
-
 int main(int argc, char **argv) {
     static const sweep sweeps[] = {
         {"core", sweep_core},       {"long", sweep_long},       {"d_v", sweep_dv},
@@ -1095,15 +615,7 @@ int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : NULL; /* optional: run one group by name */
     printf("test_cpu: flashc %s, %d threads\n", fc_version(), fc_get_num_threads());
     double t0 = now_s();
-    for (size_t i = 0; i < sizeof sweeps / sizeof sweeps[0]; i++) {
-        if (only && strcmp(only, sweeps[i].name)) continue;
-        group g;
-        memset(&g, 0, sizeof g);
-        g.name = sweeps[i].name;
-        double t = now_s();
-        sweeps[i].run(&g);
-        group_print(&g, now_s() - t);
-    }
+    run_sweeps(sweeps, sizeof sweeps / sizeof sweeps[0], only, group_print);
     printf("worst ratio overall %.3f (pass <= 1), %.1fs\n", g_worst_ratio, now_s() - t0);
     return tu_finish();
 }

@@ -1,0 +1,131 @@
+/* problem.h — the attention tests' random cases (test_cpu, gpu_attn): config, host build, references, groups. */
+#ifndef FLASHC_TESTS_PROBLEM_H
+#define FLASHC_TESTS_PROBLEM_H
+
+#include "testutil.h"
+
+enum { KV_DENSE, KV_VARLEN, KV_PAGED };
+enum { LAYOUT_CONTIG, LAYOUT_PADDED, LAYOUT_PACKED };
+enum { MAX_BATCH = 8, MAX_ALLOCS = 40, MAX_SPLITS = 4, MAX_SKIP_KINDS = 24 };
+
+/* One test case: shapes, layouts and options. s_k is the key length of dense KV, the longest
+ * sequence of varlen KV, the capacity of each sequence of paged KV. */
+typedef struct cfg {
+    fc_dtype dt;
+    int b, s_q, s_k, h_q, h_k, d, d_v;
+    int causal, wl, wr;
+    float softcap, scale;
+    int alibi;      /* 0 none, 1 (h_q), 2 (b, h_q) */
+    int sinks, lse; /* 1: given */
+    int q_varlen, kv, page_size;
+    int seqused;    /* 0 none (paged/append: full), 1 random, 2 random with sequence 0 at 0 */
+    int layout;     /* LAYOUT_*: padded strides (padding NaN), or q/k/v slices of a packed qkv */
+    int nan_unused; /* cache rows past seqused_k hold NaN; unused page-table entries are -1 */
+    int s_new, rot_dim, rot_inter, rot_f32;
+    int nsplits, splits[MAX_SPLITS];
+    int threads;    /* > 0: fc_set_num_threads for this case (test_cpu) */
+} cfg;
+
+/* How a program builds its cases: what the CPU backend's tests and the CUDA backend's differ in. */
+typedef struct prob_opts {
+    int pad;        /* extra elements of a padded stride and at a padded tensor's end; 0: odd amounts
+                     * (2 + k for dimension k, 5 at the end); 8: 16-byte multiples of bf16/fp16 */
+    int pad_all;    /* padded layouts pad lse and the rotary tables too, and LAYOUT_PACKED pads out;
+                     * else only q, k, v, out (and the page table) of LAYOUT_PADDED */
+    int max_seqlen; /* varlen: max_seqlen_q / max_seqlen_k given (else 0: the library computes them) */
+    int fast_fill;  /* bf16/fp16 values from a pre-encoded pool, cache rows written once (large caches) */
+} prob_opts;
+
+/* A host allocation and, where the program mirrors it to a device (gpu_attn), that copy. */
+typedef struct buf {
+    void *host, *dev;
+    size_t bytes;
+} buf;
+
+/* A region of elements (out, lse, caches): one whole buffer. */
+typedef struct region {
+    int buf;
+    fc_dtype dt;
+    int64_t n;
+} region;
+
+/* A built case: host arguments, buffers and the per-sequence lengths. */
+typedef struct prob {
+    cfg c;
+    const prob_opts *o;
+    fc_attn_args a;
+    buf mem[MAX_ALLOCS];
+    int nmem;
+    uint64_t rng;
+    int64_t total_q, q_row0[MAX_BATCH];
+    int len_q[MAX_BATCH], cap[MAX_BATCH], s_cache[MAX_BATCH];
+    region out, lse, kc, vc;
+    unsigned char *k_snap, *v_snap; /* the caches as built (before any append) */
+} prob;
+
+cfg cfg_base(void);
+void describe(const cfg *c, char *s, size_t n);
+/* mask: 0 none, 1 causal, 2 local window, 3 causal with a left window. */
+void set_mask(cfg *c, int mask);
+/* Random draws of every axis but dtype, heads and head dims (the mixed sweeps). */
+void mix_axes(cfg *c, uint64_t *r);
+
+void prob_build(prob *P, const cfg *c, const prob_opts *o, uint64_t seed);
+void prob_free(prob *P); /* host memory only: the program frees its device copies first */
+void *reg_host(const prob *P, const region *r);
+size_t reg_bytes(const region *r);
+/* Caches back to the snapshots, out and lse to NaN (the poison). */
+void prob_restore_cache(prob *P);
+void prob_poison_out(prob *P);
+
+/* Element offsets: key row j of sequence b, head h in cache tensor t; query row r of sequence b in out, lse. */
+int64_t kv_off(const prob *P, const fc_tensor *t, int b, int64_t j, int h);
+int64_t out_off(const prob *P, int b, int64_t r, int h);
+int64_t lse_off(const prob *P, int b, int64_t r, int h);
+/* Elements of region r outside the view t whose bytes in got differ from poison (one element's bytes). */
+int64_t padding_touched(const region *r, const fc_tensor *t, const void *got, const void *poison);
+
+/* ref64 both ways (float64; the kernels' rounding steps) on every row_step-th global query row. */
+typedef struct refs {
+    double *out, *low, *lse, *lse_low;
+    int row_step;
+} refs;
+
+refs refs_new(const prob *P, int row_step);
+int refs_run(const fc_attn_args *a, refs *R); /* the two in parallel; 0, or -1 where ref64 cannot read a */
+double refs_err_low(const prob *P, const refs *R); /* max |low - out| over the sampled rows */
+void refs_free(refs *R);
+double tol_of(double err_low); /* FlashAttention's rule: 2 max|ref_lowp - ref64| + 1e-5 */
+
+/* Per-group statistics: one line of output per group. */
+typedef struct skip_kind {
+    char what[160];
+    int count;
+    char example[200];
+} skip_kind;
+
+typedef struct group {
+    const char *name;
+    int cases, checks, failed;
+    double worst;
+    char worst_case[320];
+    /* gpu_attn: cases seen (also those FLASHC_GPU_QUICK passes over), unsupported ones by message */
+    int seen, skipped;
+    double worst_cpu_diff;
+    skip_kind skips[MAX_SKIP_KINDS];
+    int nskip_kinds;
+} group;
+
+void worst_update(double *worst, double ratio); /* NaN counts as infinite */
+void group_note(group *g, int ok, double ratio, const char *desc);
+
+typedef struct sweep {
+    const char *name;
+    void (*run)(group *);
+} sweep;
+
+double now_s(void);
+/* Runs each sweep (only the one named only, if not NULL) as a group, printing it with print. */
+void run_sweeps(const sweep *s, size_t n, const char *only, void (*print)(const group *g, double seconds));
+
+#endif /* FLASHC_TESTS_PROBLEM_H */
