@@ -1,7 +1,6 @@
 /* problem.c — the attention tests' random cases: building the arguments on the host, ref64, group bookkeeping. */
 #include "problem.h"
 
-#include <pthread.h>
 #include <time.h>
 
 #include "ref64.h"
@@ -503,26 +502,8 @@ void refs_free(refs *R) {
     free(R->lse_low);
 }
 
-typedef struct ref_job {
-    const fc_attn_args *a;
-    int row_step, lowp, rc;
-    double *out, *lse;
-} ref_job;
-
-static void *ref_thread(void *arg) {
-    ref_job *j = arg;
-    j->rc = ref64_attn(j->a, j->row_step, j->lowp, j->out, j->lse);
-    return NULL;
-}
-
 int refs_run(const fc_attn_args *a, refs *R) {
-    ref_job j[2] = {{a, R->row_step, 0, 0, R->out, R->lse}, {a, R->row_step, 1, 0, R->low, R->lse_low}};
-    pthread_t t;
-    int threaded = pthread_create(&t, NULL, ref_thread, &j[1]) == 0;
-    ref_thread(&j[0]);
-    if (threaded) pthread_join(t, NULL);
-    else ref_thread(&j[1]);
-    return j[0].rc || j[1].rc ? -1 : 0;
+    return ref64_pair(a, R->row_step, R->out, R->lse, R->low, R->lse_low);
 }
 
 double refs_err_low(const prob *P, const refs *R) {

@@ -1,5 +1,6 @@
 /* ref64.c — float64 naive attention reference, written from flashc.h alone (no code of src/). */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "ref64.h"
@@ -329,4 +330,29 @@ int ref64_attn(const fc_attn_args *a, int row_step, int lowp, double *out, doubl
     }
     free(kv.kc); free(kv.vc); free(kv.kn); free(kv.vn); free(qv); free(sc);
     return ok ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Both references on two threads                                                                  */
+
+typedef struct ref_job {
+    const fc_attn_args *a;
+    int row_step, lowp, rc;
+    double *out, *lse;
+} ref_job;
+
+static void *ref_thread(void *arg) {
+    ref_job *j = arg;
+    j->rc = ref64_attn(j->a, j->row_step, j->lowp, j->out, j->lse);
+    return NULL;
+}
+
+int ref64_pair(const fc_attn_args *a, int row_step, double *out, double *lse, double *low, double *lse_low) {
+    ref_job j[2] = {{a, row_step, 0, 0, out, lse}, {a, row_step, 1, 0, low, lse_low}};
+    pthread_t t;
+    int threaded = pthread_create(&t, NULL, ref_thread, &j[1]) == 0;
+    ref_thread(&j[0]);
+    if (threaded) pthread_join(t, NULL);
+    else ref_thread(&j[1]);
+    return j[0].rc || j[1].rc ? -1 : 0;
 }

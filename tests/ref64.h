@@ -23,6 +23,10 @@ int64_t ref64_total_q(const fc_attn_args *a);
  * to the output dtype. Returns 0, or -1 on inputs it cannot read. */
 int ref64_attn(const fc_attn_args *a, int row_step, int lowp, double *out, double *lse);
 
+/* Both references at once, float64 (out, lse) and with the kernels' rounding (low, lse_low), on two
+ * threads. Returns 0, or -1 if either could not read its inputs. */
+int ref64_pair(const fc_attn_args *a, int row_step, double *out, double *lse, double *low, double *lse_low);
+
 #ifdef __cplusplus
 }
 #endif

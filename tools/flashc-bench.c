@@ -1,6 +1,5 @@
 /* flashc-bench.c — run attention shapes, time them, count TFLOP/s and GB/s, check against the float64 oracle. */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,29 +287,6 @@ static double load_out(const void *p, fc_dtype dt, int64_t i) {
     if (e == 0) { float f = ldexpf((float)m, -24); return s ? -f : f; }
     u = e == 31 ? s | 0x7f800000u | (m << 13) : s | ((e + 112) << 23) | (m << 13);
     float f; memcpy(&f, &u, 4); return f;
-}
-
-typedef struct ref_job {
-    const fc_attn_args *a;
-    int row_step, lowp, rc;
-    double *out, *lse;
-} ref_job;
-
-static void *ref_thread(void *arg) {
-    ref_job *j = arg;
-    j->rc = ref64_attn(j->a, j->row_step, j->lowp, j->out, j->lse);
-    return NULL;
-}
-
-/* ref64 in float64 and with the kernels' rounding, the two on two threads; 0 on success. */
-static int ref64_pair(const fc_attn_args *a, int row_step, double *ref, double *lse, double *low, double *lse_low) {
-    ref_job j[2] = {{a, row_step, 0, 0, ref, lse}, {a, row_step, 1, 0, low, lse_low}};
-    pthread_t t;
-    int threaded = pthread_create(&t, NULL, ref_thread, &j[1]) == 0;
-    ref_thread(&j[0]);
-    if (threaded) pthread_join(t, NULL);
-    else ref_thread(&j[1]);
-    return j[0].rc || j[1].rc;
 }
 
 /* FlashAttention's rule on the sampled rows: ratio = max|out-ref| / (2 max|ref_lowp-ref| + 1e-5). */
