@@ -2,13 +2,15 @@
 #include "fwd_kernel.cuh"
 
 // Configs. Decode (s_q * group <= 16 packed rows): one warp, 32-key blocks, 3 stages: 53 KB at d 128, so
-// 4 CTAs (one warp per scheduler) and ~128 KB of K/V requests in flight per SM. Prefill: 4 warps (64
-// rows), 64-key blocks up to d 128, 32 above (registers for the d_v accumulator), double buffered.
+// 4 CTAs (one warp per scheduler) and ~128 KB of K/V requests in flight per SM. Prefill: 4 warps, double
+// buffered, 32-key blocks; up to d 128, 32 rows per warp (128-row tiles: each K/V fragment feeds two
+// MMAs; 255 registers, no spills — 64-key blocks spill and measured slower); above, 16 rows per warp.
 template <typename T, int D, int DV> struct decode_cfg {
-    typedef fwd_cfg<T, D, DV, 1, 32, 3> type;
+    typedef fwd_cfg<T, D, DV, 1, 32, 3, 1> type;
 };
 template <typename T, int D, int DV> struct prefill_cfg {
-    typedef fwd_cfg<T, D, DV, 4, (D <= 128 && DV <= 128) ? 64 : 32, 2> type;
+    static constexpr bool small = D <= 128 && DV <= 128;
+    typedef fwd_cfg<T, D, DV, 4, 32, 2, small ? 2 : 1> type;
 };
 
 static bool use_decode_cfg(const fc_problem *p) { return (int64_t)p->s_q * (p->h_q / p->h_k) <= 16; }

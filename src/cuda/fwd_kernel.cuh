@@ -3,7 +3,8 @@
 // One CTA computes one tile: BM packed query rows of (sequence b, KV head hk) against the keys of one
 // split of the tile's visible key range. Packed row m stands for query row m / group of query head
 // hk*group + m % group (pack-GQA: the query heads sharing a KV head share every K/V block).
-// Warp w owns packed rows [16w, 16w + 16); K/V blocks of BN keys stream through STAGES shared-memory
+// Warp w owns packed rows [16 MT w, 16 MT (w + 1)): MT m16 tiles, so each K/V fragment read from shared
+// memory feeds MT MMAs (FlashAttention-2's 32 rows per warp at MT = 2); K/V blocks of BN keys stream through STAGES shared-memory
 // buffers by cp.async: each thread copies 16-byte chunks into swizzled rows, the row addresses looked up
 // once per row (the page-table read) into a small table.
 #pragma once
@@ -15,11 +16,12 @@
 #include "softmax.cuh"
 #include "tile/tile.cuh"
 
-template <typename T_, int D_, int DV_, int NWARPS_, int BN_, int STAGES_>
+template <typename T_, int D_, int DV_, int NWARPS_, int BN_, int STAGES_, int MT_>
 struct fwd_cfg {
     typedef T_ T;
-    static constexpr int D = D_, DV = DV_, NWARPS = NWARPS_, BN = BN_, STAGES = STAGES_;
-    static constexpr int BM = 16 * NWARPS, THREADS = 32 * NWARPS;
+    static constexpr int D = D_, DV = DV_, NWARPS = NWARPS_, BN = BN_, STAGES = STAGES_, MT = MT_;
+    static constexpr int BM = 16 * MT * NWARPS, THREADS = 32 * NWARPS;
+    static constexpr int ROWS = 2 * MT;                                       // accumulator rows per thread
     static constexpr bool HEAD_MAJOR = NWARPS == 1;                          // decode: see fwd_tile_of
     static constexpr int DCH = D / 8, DVCH = DV / 8;                          // 16-byte chunks per row
     static constexpr int DPITCH = (DCH + 7) / 8 * 8, DVPITCH = (DVCH + 7) / 8 * 8; // swizzled pitch (chunks)
@@ -190,73 +192,101 @@ __device__ void rotate_q(const fc_problem &p, const fwd_tile &t, char *sq) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tensor-core steps of one warp.
+// Tensor-core steps of one warp. Accumulators: s[MT][BN/8][4] (scores), o[MT][DV/8][4] (output);
+// thread row slot k (0 .. 2 MT) is m16 tile k / 2, accumulator half k % 2.
 
-// s[BN/8][4] = Q(16 rows of this warp) · K(block)^T.
+// Tile row (0 .. BM) of this thread's row slot k.
 template <class C>
-__device__ __forceinline__ void qk_block(const char *sq, const char *sk, float (*s)[4]) {
+__device__ __forceinline__ int slot_row(int k) {
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    return warp * 16 * C::MT + (k / 2) * 16 + lane / 4 + 8 * (k % 2);
+}
+
+// s = Q(this warp's 16 MT rows) · K(block)^T.
+template <class C>
+__device__ __forceinline__ void qk_block(const char *sq, const char *sk, float (*s)[C::BN / 8][4]) {
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 #pragma unroll
-    for (int f = 0; f < C::BN / 8; f++) s[f][0] = s[f][1] = s[f][2] = s[f][3] = 0.0f;
+    for (int mt = 0; mt < C::MT; mt++)
+#pragma unroll
+        for (int f = 0; f < C::BN / 8; f++) s[mt][f][0] = s[mt][f][1] = s[mt][f][2] = s[mt][f][3] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < C::D / 16; kk++) {
-        uint32_t a[4];
-        ldmatrix_x4(a, sq + swz_offset(warp * 16 + lane % 16, kk * 2 + lane / 16, C::DPITCH));
+        uint32_t a[C::MT][4];
+#pragma unroll
+        for (int mt = 0; mt < C::MT; mt++)
+            ldmatrix_x4(a[mt], sq + swz_offset((warp * C::MT + mt) * 16 + lane % 16, kk * 2 + lane / 16, C::DPITCH));
 #pragma unroll
         for (int f2 = 0; f2 < C::BN / 16; f2++) {
             uint32_t b[4];
             ldmatrix_x4(b, sk + swz_offset(f2 * 16 + lane % 8 + 8 * (lane / 16), kk * 2 + (lane / 8) % 2, C::DPITCH));
-            mma_16x8x16<typename C::T>(s[2 * f2], a, b);
-            mma_16x8x16<typename C::T>(s[2 * f2 + 1], a, b + 2);
+#pragma unroll
+            for (int mt = 0; mt < C::MT; mt++) {
+                mma_16x8x16<typename C::T>(s[mt][2 * f2], a[mt], b);
+                mma_16x8x16<typename C::T>(s[mt][2 * f2 + 1], a[mt], b + 2);
+            }
         }
     }
 }
 
-// o[DV/8][4] += P(16 x BN, from s, rounded to T) · V(block).
+// o += P(16 MT x BN, from s, rounded to T) · V(block).
 template <class C>
-__device__ __forceinline__ void pv_block(const char *sv, float (*s)[4], float (*o)[4]) {
+__device__ __forceinline__ void pv_block(const char *sv, float (*s)[C::BN / 8][4], float (*o)[C::DV / 8][4]) {
     typedef typename C::T T;
     int lane = threadIdx.x % 32;
 #pragma unroll
     for (int kk = 0; kk < C::BN / 16; kk++) {
-        uint32_t a[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                         pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+        uint32_t a[C::MT][4];
+#pragma unroll
+        for (int mt = 0; mt < C::MT; mt++) {
+            float(*x)[4] = s[mt] + 2 * kk;
+            a[mt][0] = pack2<T>(x[0][0], x[0][1]);
+            a[mt][1] = pack2<T>(x[0][2], x[0][3]);
+            a[mt][2] = pack2<T>(x[1][0], x[1][1]);
+            a[mt][3] = pack2<T>(x[1][2], x[1][3]);
+        }
 #pragma unroll
         for (int f2 = 0; f2 < C::DV / 16; f2++) {
             uint32_t b[4];
             ldmatrix_x4_trans(b, sv + swz_offset(kk * 16 + lane % 8 + 8 * ((lane / 8) % 2), f2 * 2 + lane / 16, C::DVPITCH));
-            mma_16x8x16<T>(o[2 * f2], a, b);
-            mma_16x8x16<T>(o[2 * f2 + 1], a, b + 2);
+#pragma unroll
+            for (int mt = 0; mt < C::MT; mt++) {
+                mma_16x8x16<T>(o[mt][2 * f2], a[mt], b);
+                mma_16x8x16<T>(o[mt][2 * f2 + 1], a[mt], b + 2);
+            }
         }
     }
 }
 
-// Raw dot products -> log2-domain scores for this thread's 2 rows, masked when MASK.
+// Raw dot products -> log2-domain scores for this thread's rows, masked when MASK.
 template <class C, bool MASK>
-__device__ __forceinline__ void scores_block(const score_consts &c, const row_scores rs[2], int n, float (*s)[4]) {
+__device__ __forceinline__ void scores_block(const score_consts &c, const row_scores *rs, int n, float (*s)[C::BN / 8][4]) {
     int lane = threadIdx.x % 32;
 #pragma unroll
-    for (int f = 0; f < C::BN / 8; f++)
+    for (int mt = 0; mt < C::MT; mt++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            int j = n * C::BN + f * 8 + 2 * (lane % 4) + e % 2;
-            s[f][e] = score_of<MASK>(c, rs[e / 2], s[f][e], j);
-        }
+        for (int f = 0; f < C::BN / 8; f++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int j = n * C::BN + f * 8 + 2 * (lane % 4) + e % 2;
+                s[mt][f][e] = score_of<MASK>(c, rs[2 * mt + e / 2], s[mt][f][e], j);
+            }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Epilogue: normalised output (and lse) to out, or fp32 partials to the split workspace.
 
 template <class C>
-__device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, float (*o)[4],
-                           const row_softmax st[2]) {
+__device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, float (*o)[C::DV / 8][4],
+                           const row_softmax *st) {
     typedef typename C::T T;
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
 #pragma unroll
-    for (int half = 0; half < 2; half++) {
+    for (int k = 0; k < C::ROWS; k++) {
+        int mt = k / 2, half = k % 2;
         float sum;
-        float lse = softmax_finish(st[half], &sum);
-        int pm = t.m0 + warp * 16 + lane / 4 + 8 * half;
+        float lse = softmax_finish(st[k], &sum);
+        int pm = t.m0 + slot_row<C>(k);
         if (pm >= t.packed_rows) continue;
         int r = pm / t.group, h = t.hk * t.group + pm % t.group;
         float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
@@ -265,13 +295,14 @@ __device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws w
             float *dst = ws.part_out + (((int64_t)t.split * p.total_q + g) * p.h_q + h) * C::DV;
 #pragma unroll
             for (int f = 0; f < C::DV / 8; f++)
-                *(float2 *)(dst + f * 8 + 2 * (lane % 4)) = make_float2(o[f][2 * half] * inv, o[f][2 * half + 1] * inv);
+                *(float2 *)(dst + f * 8 + 2 * (lane % 4)) =
+                    make_float2(o[mt][f][2 * half] * inv, o[mt][f][2 * half + 1] * inv);
             if (lane % 4 == 0) ws.part_lse[((int64_t)t.split * p.total_q + g) * p.h_q + h] = lse;
         } else {
             T *dst = (T *)p.out.data + fc_q_row_offset(&p.out, &t.s, t.b, r) + h * p.out.sh;
 #pragma unroll
             for (int f = 0; f < C::DV / 8; f++)
-                *(uint32_t *)(dst + f * 8 + 2 * (lane % 4)) = pack2<T>(o[f][2 * half] * inv, o[f][2 * half + 1] * inv);
+                *(uint32_t *)(dst + f * 8 + 2 * (lane % 4)) = pack2<T>(o[mt][f][2 * half] * inv, o[mt][f][2 * half + 1] * inv);
             if (p.lse && lane % 4 == 0)
                 p.lse[(int64_t)t.b * p.lse_sb + (int64_t)h * p.lse_sh + (t.s.q_row0 + r) * p.lse_sr] = lse;
         }
@@ -288,24 +319,26 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
     int64_t *rows = (int64_t *)(stages + C::STAGES * C::STAGE_BYTES);
     fwd_tile t;
     if (!fwd_tile_of<C::BM, C::BN, C::HEAD_MAJOR>(p, ws.splits, t)) return;
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     score_consts sc = score_consts_of(p, t.s.s_q, t.s.s_k);
 
-    // This thread's two rows: query row, ALiBi slope, sink.
-    row_scores rs[2];
-    row_softmax st[2];
-    for (int half = 0; half < 2; half++) {
-        int pm = min(t.m0 + warp * 16 + lane / 4 + 8 * half, t.packed_rows - 1);
+    // This thread's rows: query row, ALiBi slope, sink.
+    row_scores rs[C::ROWS];
+    row_softmax st[C::ROWS];
+#pragma unroll
+    for (int k = 0; k < C::ROWS; k++) {
+        int pm = min(t.m0 + slot_row<C>(k), t.packed_rows - 1);
         int h = t.hk * t.group + pm % t.group;
-        rs[half].r = pm / t.group;
-        rs[half].slope = p.alibi ? p.alibi[t.b * p.alibi_sb + h * p.alibi_sh] * FC_LOG2E : 0.0f;
+        rs[k].r = pm / t.group;
+        rs[k].slope = p.alibi ? p.alibi[t.b * p.alibi_sb + h * p.alibi_sh] * FC_LOG2E : 0.0f;
         bool sink = p.sinks && t.split == 0;
-        st[half] = softmax_init(sink, sink ? p.sinks[h * p.sinks_sh] * FC_LOG2E : 0.0f);
+        st[k] = softmax_init(sink, sink ? p.sinks[h * p.sinks_sh] * FC_LOG2E : 0.0f);
     }
 
-    float o[C::DV / 8][4];
+    float o[C::MT][C::DV / 8][4];
 #pragma unroll
-    for (int f = 0; f < C::DV / 8; f++) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.0f;
+    for (int mt = 0; mt < C::MT; mt++)
+#pragma unroll
+        for (int f = 0; f < C::DV / 8; f++) o[mt][f][0] = o[mt][f][1] = o[mt][f][2] = o[mt][f][3] = 0.0f;
 
     // Prologue: Q, then the first STAGES - 1 blocks. Blocks go from the last to the first: the
     // partially masked ones (causal diagonal) come first.
@@ -314,8 +347,8 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
     row_locs<C> locs;
     locate_rows<C>(p, t, 0, n_blocks, locs);
 #pragma unroll
-    for (int st = 0; st < C::STAGES - 1; st++) {
-        issue_block<C>(p, t, st, n_blocks, stages + st * C::STAGE_BYTES, rows, locs);
+    for (int i = 0; i < C::STAGES - 1; i++) {
+        issue_block<C>(p, t, i, n_blocks, stages + i * C::STAGE_BYTES, rows, locs);
         __syncthreads(); // the row table is rewritten by the next block
     }
     if (p.rotary_cos) {
@@ -331,19 +364,20 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         int ahead = it + C::STAGES - 1;
         issue_block<C>(p, t, ahead, n_blocks, stages + (ahead % C::STAGES) * C::STAGE_BYTES, rows, locs);
         const char *sk = stages + (it % C::STAGES) * C::STAGE_BYTES, *sv = sk + C::K_BYTES;
-        float s[C::BN / 8][4];
+        float s[C::MT][C::BN / 8][4];
         qk_block<C>(sq, sk, s);
         if (block_needs_mask(sc, t.r_lo, t.r_hi, n * C::BN, C::BN))
             scores_block<C, true>(sc, rs, n, s);
         else
             scores_block<C, false>(sc, rs, n, s);
 #pragma unroll
-        for (int half = 0; half < 2; half++) {
-            float rescale = softmax_update<C::BN / 8>(st[half], s, half);
+        for (int k = 0; k < C::ROWS; k++) {
+            int mt = k / 2, half = k % 2;
+            float rescale = softmax_update<C::BN / 8>(st[k], s[mt], half);
 #pragma unroll
             for (int f = 0; f < C::DV / 8; f++) {
-                o[f][2 * half] *= rescale;
-                o[f][2 * half + 1] *= rescale;
+                o[mt][f][2 * half] *= rescale;
+                o[mt][f][2 * half + 1] *= rescale;
             }
         }
         pv_block<C>(sv, s, o);
