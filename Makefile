@@ -45,7 +45,8 @@ endif
 GPUTEST_BIN:= $(GPUTEST_C:tests/%.c=$(B)/tests/%) $(GPUTEST_CU:tests/%.cu=$(B)/tests/%)
 
 .PHONY: all run test test-gpu sanitize-gpu install clean
-.SECONDARY: $(PROB_OBJ)
+# Keep every intermediate object (make would otherwise delete them after the link and print it last).
+.SECONDARY:
 all: $(B)/libflashc.so $(B)/libflashc.a $(B)/flashc-bench
 
 $(B)/%.o: %.c include/flashc.h src/internal.h $(wildcard src/cpu/*.h tests/*.h)
