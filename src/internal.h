@@ -190,11 +190,6 @@ FC_HD fc_kv_loc fc_kv_locate(const fc_problem *p, const fc_seqlen *s, int b, int
 
 FC_HD int64_t fc_kv_offset(const fc_view *kv, fc_kv_loc l) { return l.outer * kv->sb + l.row * kv->sr; }
 
-/* Element offset of key/value row j of sequence b (head 0, feature 0) in view kv (p->k or p->v). */
-FC_HD int64_t fc_kv_row_offset(const fc_problem *p, const fc_view *kv, const fc_seqlen *s, int b, int j) {
-    return fc_kv_offset(kv, fc_kv_locate(p, s, b, j));
-}
-
 /* Element offset of query/output row r of sequence b (head 0) in view x (p->q or p->out). */
 FC_HD int64_t fc_q_row_offset(const fc_view *x, const fc_seqlen *s, int b, int r) {
     return (int64_t)b * x->sb + (s->q_row0 + r) * x->sr;
