@@ -7,6 +7,7 @@
 
 #include "flashc.h"
 #include "../tests/ref64.h"
+#include "../tests/testutil.h"
 
 #ifdef FLASHC_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -102,25 +103,9 @@ static double rng_uniform(void) { /* xorshift64*, in [-1, 1) */
     return (double)((rng_state * 0x2545f4914f6cdd1dull) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
 }
 
-static uint16_t to_bf16(float f) {
-    uint32_t u; memcpy(&u, &f, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-static uint16_t to_f16(float f) { /* normal range only: inputs here are in [-1, 1] */
-    uint32_t u; memcpy(&u, &f, 4);
-    uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-    if (a < 0x38800000u) return (uint16_t)sign; /* flush tiny values: fine for random data */
-    uint32_t v = a - 0x38000000u, q = v >> 13, rem = v & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (q & 1u))) q++;
-    return (uint16_t)(sign | q);
-}
-
 static void fill_random(void *p, int64_t n, fc_dtype dt) {
     for (int64_t i = 0; i < n; i++) {
-        float x = (float)rng_uniform();
-        if (dt == FC_FP32) ((float *)p)[i] = x;
-        else ((uint16_t *)p)[i] = dt == FC_BF16 ? to_bf16(x) : to_f16(x);
+        tu_store(p, dt, i, rng_uniform());
     }
 }
 
@@ -279,16 +264,6 @@ static fc_status time_runs(const fc_attn_args *a, const bench_opts *o, double *m
 /* ---------------------------------------------------------------------------------------------- */
 /* Checking against the oracle (a sample of rows: every row_step-th)                                */
 
-static double load_out(const void *p, fc_dtype dt, int64_t i) {
-    if (dt == FC_FP32) return ((const float *)p)[i];
-    uint16_t h = ((const uint16_t *)p)[i];
-    if (dt == FC_BF16) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
-    uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
-    if (e == 0) { float f = ldexpf((float)m, -24); return s ? -f : f; }
-    u = e == 31 ? s | 0x7f800000u | (m << 13) : s | ((e + 112) << 23) | (m << 13);
-    float f; memcpy(&f, &u, 4); return f;
-}
-
 /* FlashAttention's rule on the sampled rows: ratio = max|out-ref| / (2 max|ref_lowp-ref| + 1e-5). */
 static void check_case(const bench_case *c, const fc_attn_args *a, bench_result *r) {
     int64_t rows = ref64_total_q(a), n = rows * c->h_q * c->d_v;
@@ -301,7 +276,7 @@ static void check_case(const bench_case *c, const fc_attn_args *a, bench_result 
         double err = 0, err_low = 0;
         for (int64_t row = 0; row < rows; row += row_step)
             for (int64_t i = row * c->h_q * c->d_v; i < (row + 1) * c->h_q * c->d_v; i++) {
-                double e = fabs(load_out(a->out.data, c->dtype, i) - ref[i]);
+                double e = fabs(tu_load(a->out.data, c->dtype, i) - ref[i]);
                 if (!(e <= err)) err = e; /* NaN propagates */
                 double el = fabs(low[i] - ref[i]);
                 if (el > err_low) err_low = el;
@@ -471,7 +446,7 @@ static void check_cuda(const bench_case *c, const fc_attn_args *host, const dev_
     int64_t n = (int64_t)(ob / fc_dtype_size(c->dtype));
     r->nonfinite = 0;
     for (int64_t i = 0; i < n; i++)
-        if (!isfinite(load_out(host->out.data, c->dtype, i))) r->nonfinite++;
+        if (!isfinite(tu_load(host->out.data, c->dtype, i))) r->nonfinite++;
     fc_attn_args sub = first_sequences(host, c->b);
     check_case(c, &sub, r);
     if (r->nonfinite) r->err_ratio = INFINITY;

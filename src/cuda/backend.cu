@@ -14,16 +14,9 @@ extern "C" int fc_cuda_device_count(void) {
     return n;
 }
 
-// The kernels cover d_v = d, and d 192 with d_v 128 (DeepSeek's shape).
-static fc_status check_dims(const fc_problem *p) {
-    if (p->d == p->d_v || (p->d == 192 && p->d_v == 128)) return FC_OK;
-    return fc_fail(FC_ERR_UNSUPPORTED, "v", "d %d with d_v %d has no CUDA kernel (d_v = d, or d 192 with d_v 128)", p->d,
-                   p->d_v);
-}
-
 extern "C" fc_status fc_cuda_attn_workspace_size(const fc_problem *p, size_t *bytes) {
     *bytes = 0;
-    fc_status st = check_dims(p);
+    fc_status st = fc_cuda_fwd_supported(p);
     if (st != FC_OK) return st;
     *bytes = fc_cuda_split_ws_bytes(p, fc_cuda_plan_splits(p));
     return FC_OK;
@@ -33,7 +26,7 @@ extern "C" fc_status fc_cuda_attn_workspace_size(const fc_problem *p, size_t *by
 // workspace against fc_cuda_attn_workspace_size.
 extern "C" fc_status fc_cuda_attn_fwd(const fc_problem *p, void *workspace, size_t workspace_bytes, void *stream) {
     cudaStream_t s = (cudaStream_t)stream;
-    fc_status st = check_dims(p);
+    fc_status st = fc_cuda_fwd_supported(p);
     if (st != FC_OK) return st;
     if (p->k_new.data && p->s_new > 0 && (st = fc_cuda_append(p, s)) != FC_OK) return st;
     int splits = fc_cuda_plan_splits(p);

@@ -40,5 +40,8 @@ fc_status fc_cuda_combine(const fc_problem *p, fc_split_ws ws, cudaStream_t stre
 // fwd.cu: the attention kernel; writes p->out/p->lse when ws.splits == 1, else the partials.
 fc_status fc_cuda_launch_fwd(const fc_problem *p, fc_split_ws ws, cudaStream_t stream);
 
+// FC_OK when a forward kernel exists for p's dtype and head dims, else FC_ERR_UNSUPPORTED naming "v".
+fc_status fc_cuda_fwd_supported(const fc_problem *p);
+
 // Number of splits the CUDA backend uses for p (plan.c's heuristic over the SM count).
 int fc_cuda_plan_splits(const fc_problem *p);

@@ -90,6 +90,12 @@ int fc_cuda_plan_splits(const fc_problem *p) {
     return fc_plan_num_splits(p->num_splits, items, n_blocks, sm_count() * per_sm);
 }
 
+fc_status fc_cuda_fwd_supported(const fc_problem *p) {
+    cfg_info c;
+    fc_split_ws none = {1, NULL, NULL};
+    return dispatch(p, none, 0, &c);
+}
+
 fc_status fc_cuda_launch_fwd(const fc_problem *p, fc_split_ws ws, cudaStream_t stream) {
     return dispatch(p, ws, stream, NULL);
 }
