@@ -187,6 +187,84 @@ static float bf2f(__nv_bfloat16 x) { return __bfloat162float(x); }
 static __half f2h(float x) { return __float2half(x); }
 static float h2f(__half x) { return __half2float(x); }
 
+// ---------------------------------------------------------------------------------------------
+// wgmma m64nNk16 over K = 128 (8 k-steps across two 64-column atoms) against a float64 product.
+// Modes: 0 A and B from shared memory (B K-major: given as Bt[n][k]); 1 A from registers, B K-major;
+// 2 A from registers, B MN-major (given as B[k][n], as V is [key][feature]).
+
+template <typename T, int N, int MODE>
+__global__ void k_wgmma(const T *A, const T *B, float *D) {
+    __shared__ __align__(1024) char sa[64 * 256];
+    __shared__ __align__(1024) char sb[128 * 256];
+    int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    for (int i = tid; i < 64 * 128; i += 128) // A: 64 rows x 16 chunks
+        *(T *)(sa + sw128_offset(i / 128, i % 128 / 8, 64) + i % 8 * 2) = A[i];
+    for (int i = tid; i < N * 128; i += 128) {
+        if (MODE < 2) // Bt: N rows x 16 chunks
+            *(T *)(sb + sw128_offset(i / 128, i % 128 / 8, N) + i % 8 * 2) = B[i];
+        else // B: 128 rows (k) x N / 8 chunks
+            *(T *)(sb + sw128_offset(i / N, i % N / 8, 128) + i % 8 * 2) = B[i];
+    }
+    fence_proxy_async(); // generic-proxy stores, read by wgmma through the async proxy
+    __syncthreads();
+    uint32_t a[8][4];
+    auto pk = [](T lo, T hi) { return (uint32_t)*(unsigned short *)&lo | (uint32_t)*(unsigned short *)&hi << 16; };
+    int r = 16 * warp + lane / 4, c = 2 * (lane % 4);
+    for (int kk = 0; kk < 8; kk++) {
+        const T *x = A + kk * 16;
+        a[kk][0] = pk(x[r * 128 + c], x[r * 128 + c + 1]);
+        a[kk][1] = pk(x[(r + 8) * 128 + c], x[(r + 8) * 128 + c + 1]);
+        a[kk][2] = pk(x[r * 128 + c + 8], x[r * 128 + c + 9]);
+        a[kk][3] = pk(x[(r + 8) * 128 + c + 8], x[(r + 8) * 128 + c + 9]);
+    }
+    float d[N / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 8; kk++) {
+        if (MODE == 0) wgmma_ss<T, N, 0>(d, wgmma_desc_k(sa, 64, kk), wgmma_desc_k(sb, N, kk), kk > 0);
+        if (MODE == 1) wgmma_rs<T, N, 0>(d, a[kk], wgmma_desc_k(sb, N, kk), kk > 0);
+        if (MODE == 2) wgmma_rs<T, N, 1>(d, a[kk], wgmma_desc_mn(sb, 128, kk), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_hold<N / 2>(d);
+    for (int i = 0; i < N / 8; i++)
+        for (int e = 0; e < 4; e++) D[(r + 8 * (e / 2)) * N + 8 * i + c + e % 2] = d[4 * i + e];
+}
+
+template <typename T, int N, int MODE>
+static void test_wgmma(const char *name, T (*from_float)(float), float (*to_float)(T)) {
+    static T hA[64 * 128], hB[128 * N];
+    static float D[64 * N];
+    unsigned s = 11 + MODE + N;
+    for (int i = 0; i < 64 * 128; i++) hA[i] = from_float(frand(&s));
+    for (int i = 0; i < 128 * N; i++) hB[i] = from_float(frand(&s));
+    T *dA, *dB;
+    float *dD;
+    CK(cudaMalloc(&dA, sizeof hA));
+    CK(cudaMalloc(&dB, sizeof hB));
+    CK(cudaMalloc(&dD, sizeof D));
+    CK(cudaMemcpy(dA, hA, sizeof hA, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dB, hB, sizeof hB, cudaMemcpyHostToDevice));
+    CK(cudaMemset(dD, 0xff, sizeof D)); // NaN: every element must be written
+    k_wgmma<T, N, MODE><<<1, 128>>>(dA, dB, dD);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(D, dD, sizeof D, cudaMemcpyDeviceToHost));
+    double err = 0;
+    for (int m = 0; m < 64; m++)
+        for (int n = 0; n < N; n++) {
+            double acc = 0;
+            for (int k = 0; k < 128; k++)
+                acc += (double)to_float(hA[m * 128 + k]) * to_float(MODE < 2 ? hB[n * 128 + k] : hB[k * N + n]);
+            double e = fabs(D[m * N + n] - acc);
+            err = e == e ? fmax(err, e) : INFINITY;
+        }
+    char msg[64];
+    snprintf(msg, sizeof msg, "max |err| %.2e vs float64", err);
+    check(err < 1e-3, name, msg);
+    cudaFree(dA); cudaFree(dB); cudaFree(dD);
+}
+
 // pack2: two floats rounded to nearest into one 32-bit pair (low half first).
 __global__ void k_pack2(float a, float b, uint32_t *out) {
     out[0] = pack2<__nv_bfloat16>(a, b);
@@ -374,6 +452,13 @@ int main(void) {
     test_mma<__nv_bfloat16>("mma m16n8k16 bf16 (fragment layout, fp32 accumulate)", f2bf, bf2f);
     test_mma<__half>("mma m16n8k16 fp16 (fragment layout, fp32 accumulate)", f2h, h2f);
     test_pack2();
+    test_wgmma<__nv_bfloat16, 128, 0>("wgmma m64n128k16 bf16, A and B from smem (K-major)", f2bf, bf2f);
+    test_wgmma<__nv_bfloat16, 128, 1>("wgmma m64n128k16 bf16, A from registers, B K-major", f2bf, bf2f);
+    test_wgmma<__nv_bfloat16, 128, 2>("wgmma m64n128k16 bf16, A from registers, B MN-major (transposed)", f2bf, bf2f);
+    test_wgmma<__nv_bfloat16, 64, 0>("wgmma m64n64k16 bf16, A and B from smem (K-major)", f2bf, bf2f);
+    test_wgmma<__nv_bfloat16, 64, 2>("wgmma m64n64k16 bf16, A from registers, B MN-major (transposed)", f2bf, bf2f);
+    test_wgmma<__half, 128, 0>("wgmma m64n128k16 fp16, A and B from smem (K-major)", f2h, h2f);
+    test_wgmma<__half, 128, 2>("wgmma m64n128k16 fp16, A from registers, B MN-major (transposed)", f2h, h2f);
     test_mbarrier();
     test_bulk_copy();
     test_math();

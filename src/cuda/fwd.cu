@@ -1,5 +1,6 @@
 // fwd.cu — host side of the forward kernel: tile configs, split planning, launch per head dim and dtype.
 #include "fwd_kernel.cuh"
+#include "fwd_wgmma.cuh"
 
 // Configs. Decode (s_q * group <= 16 packed rows): one warp, 32-key blocks, 3 stages: 53 KB at d 128, so
 // 4 CTAs (one warp per scheduler) and ~128 KB of K/V requests in flight per SM. Prefill: 4 warps, double
@@ -11,6 +12,21 @@ template <typename T, int D, int DV> struct decode_cfg {
 template <typename T, int D, int DV> struct prefill_cfg {
     static constexpr bool small = D <= 128 && DV <= 128;
     typedef fwd_cfg<T, D, DV, 4, 32, 2, small ? 2 : 1> type;
+};
+// Prefill at d = d_v = 64 or 128: the wgmma kernel (fwd_wgmma.cuh): 128-row tiles, 128-key blocks.
+template <typename T> struct prefill_cfg<T, 64, 64> {
+    typedef wg_cfg<T, 64, 64> type;
+};
+template <typename T> struct prefill_cfg<T, 128, 128> {
+    typedef wg_cfg<T, 128, 128> type;
+};
+
+// The kernel of a config: fwd_wgmma_kernel for wg_cfg, fwd_kernel otherwise.
+template <class C> struct kernel_of {
+    static constexpr void (*fn)(const fc_problem, fc_split_ws) = fwd_kernel<C>;
+};
+template <typename T, int D, int DV> struct kernel_of<wg_cfg<T, D, DV>> {
+    static constexpr void (*fn)(const fc_problem, fc_split_ws) = fwd_wgmma_kernel<wg_cfg<T, D, DV>>;
 };
 
 static bool use_decode_cfg(const fc_problem *p) { return (int64_t)p->s_q * (p->h_q / p->h_k) <= 16; }
@@ -44,10 +60,11 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
     if (!fits)
         return fc_fail(FC_ERR_UNSUPPORTED, "q", "grid too large for the CUDA kernel (%lld tiles x %d splits x %lld)",
                        (long long)m_tiles, ws.splits, (long long)z);
-    FC_CUDA_TRY(cudaFuncSetAttribute(fwd_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES));
+    void (*kernel)(const fc_problem, fc_split_ws) = kernel_of<C>::fn;
+    FC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES));
     dim3 grid = C::HEAD_MAJOR ? dim3((unsigned)x_major, (unsigned)p->batch, 1)
                               : dim3((unsigned)m_tiles, (unsigned)ws.splits, (unsigned)z);
-    fwd_kernel<C><<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws);
+    kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws);
     FC_CUDA_LAUNCHED("fwd_kernel");
     return FC_OK;
 }

@@ -1,7 +1,8 @@
-// tile.cuh — the tile layer in one include: async copies, mbarriers, swizzle, tensor-core ops, math.
+// tile.cuh — the tile layer in one include: async copies, mbarriers, swizzle, tensor-core ops (mma.sync, wgmma), math.
 #pragma once
 #include "copy.cuh"
 #include "math.cuh"
 #include "mbarrier.cuh"
 #include "mma.cuh"
 #include "swizzle.cuh"
+#include "wgmma.cuh"

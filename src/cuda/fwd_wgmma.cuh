@@ -1,0 +1,337 @@
+// fwd_wgmma.cuh — the Hopper prefill kernel: wgmma QK^T and PV, a cp.async producer warpgroup, mbarrier ring.
+//
+// Same tiles, splits, row tables, masks and epilogue as fwd_kernel (fwd_kernel.cuh): one CTA computes BM =
+// 64 CONSUMERS packed query rows of (sequence b, KV head hk) against the key blocks of one split.
+// Warpgroups 0 .. CONSUMERS - 1 compute; warpgroup g owns tile rows [64 g, 64 g + 64), its warp w rows
+// [16 w, 16 w + 16) (fwd_kernel's MT = 1 layout, so its softmax and epilogue apply):
+//   S(64 x BN) = Q K^T       wgmma, A = Q and B = K from shared memory (K-major)
+//   online softmax on S      registers; P rounded to T is wgmma's A-register fragment
+//   O(64 x DV) += P V        wgmma, A = P from registers, B = V from shared memory (MN-major)
+// with block i's S issued before block i - 1's PV, so one GEMM runs while the softmax waits on the other.
+// The last warpgroup produces: it looks up each block's rows (page tables) into a row table, copies K and
+// V by cp.async into rings of STAGES buffers and signals them on mbarriers (k_full, v_full); consumers
+// hand K back as soon as S is computed and V after PV (k_empty, v_empty), so block i + 1's K is loading
+// while block i's softmax runs. Shared tiles use wgmma's 128-byte swizzle (tile/wgmma.cuh).
+#pragma once
+#include "fwd_kernel.cuh"
+
+template <typename T_, int D_, int DV_>
+struct wg_cfg {
+    typedef T_ T;
+    static constexpr int D = D_, DV = DV_, BN = 128, STAGES = 2, CONSUMERS = 2;
+    static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
+    static constexpr int MT = 1, ROWS = 2, NWARPS = 4 * CONSUMERS; // fwd_kernel's view of a consumer warp
+    static constexpr bool HEAD_MAJOR = false;
+    static constexpr int DCH = D / 8, DVCH = DV / 8;                // 16-byte chunks per row
+    static constexpr int Q_BYTES = BM * D * 2, K_BYTES = BN * D * 2, V_BYTES = BN * DV * 2;
+    static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
+    static constexpr int TABLE_BYTES = 2 * 2 * BN * 8;               // two row tables (K, V offsets), alternating
+    static constexpr int BAR_BYTES = (1 + 4 * STAGES) * 8;
+    static constexpr int SMEM_BYTES = 1024 + Q_BYTES + STAGES * STAGE_BYTES + TABLE_BYTES + BAR_BYTES;
+    static constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;   // 128 * 40 + 256 * 232 = 384 * 168
+    static_assert(D % 64 == 0 && DV % 64 == 0 && DV <= 128, "wgmma tiles: d and d_v multiples of 64, d_v <= 128");
+    static_assert(BN == 128, "one producer thread per key row");
+};
+
+// Where things live in shared memory (the base rounded up to 1024 bytes, as the swizzle needs).
+struct wg_smem {
+    char *q, *stages;
+    int64_t *tables;
+    uint64_t *q_full, *k_full, *v_full, *k_empty, *v_empty;
+};
+
+template <class C>
+__device__ __forceinline__ wg_smem wg_smem_of(char *raw) {
+    wg_smem s;
+    char *base = raw + ((1024 - (smem_u32(raw) & 1023)) & 1023);
+    s.q = base;
+    s.stages = base + C::Q_BYTES;
+    s.tables = (int64_t *)(s.stages + C::STAGES * C::STAGE_BYTES);
+    s.q_full = (uint64_t *)((char *)s.tables + C::TABLE_BYTES);
+    s.k_full = s.q_full + 1;
+    s.v_full = s.k_full + C::STAGES;
+    s.k_empty = s.v_full + C::STAGES;
+    s.v_empty = s.k_empty + C::STAGES;
+    return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Producer (128 threads, tid 0 .. 127).
+
+// Q tile: BM packed rows x D, gathered from (row, head) pairs.
+template <class C>
+__device__ __forceinline__ void wg_load_q(const fc_problem &p, const fwd_tile &t, char *sq, int tid) {
+    const typename C::T *q = (const typename C::T *)p.q.data;
+    for (int i = tid; i < C::BM * C::DCH; i += 128) {
+        int m = i / C::DCH, c = i % C::DCH, pm = t.m0 + m;
+        bool valid = pm < t.packed_rows;
+        const typename C::T *src = q;
+        if (valid) {
+            int r = pm / t.group, h = t.hk * t.group + pm % t.group;
+            src = q + fc_q_row_offset(&p.q, &t.s, t.b, r) + h * p.q.sh + c * 8;
+        }
+        cp_async_16(sq + sw128_offset(m, c, C::BM), src, valid);
+    }
+}
+
+// Location of key row tid of block `it` (outer < 0: past the end, or no such block).
+template <class C>
+__device__ __forceinline__ fc_kv_loc wg_locate(const fc_problem &p, const fwd_tile &t, int it, int n_blocks, int tid) {
+    int j = (t.n_hi - 1 - it) * C::BN + tid;
+    return it < n_blocks && j < t.s.s_k ? fc_kv_locate(&p, &t.s, t.b, j) : fc_kv_loc{-1, 0};
+}
+
+// Block of BN rows x CH chunks of K or V from the row table, zero-filled past the end: each thread keeps
+// chunk column tid % CH and walks rows tid / CH, + 128 / CH, ...
+template <class C, int CH>
+__device__ __forceinline__ void wg_load_rows(const void *base, const int64_t *rows, char *dst, int tid) {
+    const typename C::T *src = (const typename C::T *)base;
+    int c = tid % CH;
+#pragma unroll 4
+    for (int r = tid / CH; r < C::BN; r += 128 / CH) {
+        int64_t off = rows[r];
+        cp_async_16(dst + sw128_offset(r, c, C::BN), src + (off < 0 ? 0 : off) + c * 8, off >= 0);
+    }
+}
+
+// Q once, then every key block: write the row table (a barrier: every thread reads all rows), then for K
+// and for V wait for the buffer, copy, and have the copies' arrival signalled on the buffer's barrier.
+template <class C>
+__device__ void wg_produce(const fc_problem &p, const fwd_tile &t, const wg_smem &sm) {
+    int tid = threadIdx.x - 128 * C::CONSUMERS, n_blocks = t.n_hi - t.n_lo;
+    if (n_blocks == 0) return;
+    wg_load_q<C>(p, t, sm.q, tid);
+    mbar_cp_async_arrive(sm.q_full);
+    fc_kv_loc loc = wg_locate<C>(p, t, 0, n_blocks, tid);
+    for (int it = 0; it < n_blocks; it++) {
+        int stage = it % C::STAGES;
+        int64_t *rows = sm.tables + (it % 2) * 2 * C::BN; // alternating: one barrier per block suffices
+        bool valid = loc.outer >= 0;
+        rows[tid] = valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
+        rows[C::BN + tid] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
+        loc = wg_locate<C>(p, t, it + 1, n_blocks, tid); // the next block's page-table reads, in flight meanwhile
+        named_bar_sync(1, 128);
+        char *k = sm.stages + stage * C::STAGE_BYTES;
+        int parity = (it / C::STAGES - 1) & 1;
+        if (it >= C::STAGES) mbar_wait(&sm.k_empty[stage], parity);
+        wg_load_rows<C, C::DCH>(p.k.data, rows, k, tid);
+        mbar_cp_async_arrive(&sm.k_full[stage]);
+        if (it >= C::STAGES) mbar_wait(&sm.v_empty[stage], parity);
+        wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, k + C::K_BYTES, tid);
+        mbar_cp_async_arrive(&sm.v_full[stage]);
+    }
+    cp_async_wait<0>();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Consumers (warpgroup g = threadIdx.x / 128).
+
+// Rotary on warpgroup g's 64 rows of the Q tile: packed row m sits at absolute position s_k - s_q + r.
+template <class C>
+__device__ void wg_rotate_q(const fc_problem &p, const fwd_tile &t, char *sq, int g) {
+    typedef typename C::T T;
+    int half = p.rotary_dim / 2;
+    for (int i = threadIdx.x % 128; i < 64 * half; i += 128) {
+        int m = 64 * g + i / half, k = i % half, pm = t.m0 + m;
+        if (pm >= t.packed_rows) continue;
+        int pos = t.s.s_k - t.s.s_q + pm / t.group;
+        int c0 = p.rotary_interleaved ? 2 * k : k, c1 = p.rotary_interleaved ? 2 * k + 1 : k + half;
+        T *x0 = (T *)(sq + sw128_offset(m, c0 / 8, C::BM)) + c0 % 8;
+        T *x1 = (T *)(sq + sw128_offset(m, c1 / 8, C::BM)) + c1 % 8;
+        float cs = fc_load(p.rotary_cos, p.rotary_dtype, (int64_t)pos * p.rotary_sr + k);
+        float sn = fc_load(p.rotary_sin, p.rotary_dtype, (int64_t)pos * p.rotary_sr + k);
+        float a = (float)*x0, b = (float)*x1;
+        *x0 = (T)(a * cs - b * sn);
+        *x1 = (T)(a * sn + b * cs);
+    }
+}
+
+// Issue S = Q(warpgroup's 64 rows at sq) K(block at sk)^T: D / 16 k-steps, one commit group.
+template <class C>
+__device__ __forceinline__ void wg_qk(const char *sq, const char *sk, float *s) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < C::D / 16; kk++)
+        wgmma_ss<typename C::T, C::BN, 0>(s, wgmma_desc_k(sq, C::BM, kk), wgmma_desc_k(sk, C::BN, kk), kk > 0);
+    wgmma_commit();
+}
+
+// Issue O += P V(block at sv): BN / 16 k-steps, one commit group.
+template <class C>
+__device__ __forceinline__ void wg_pv(uint32_t (*pa)[4], const char *sv, float *o) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < C::BN / 16; kk++) wgmma_rs<typename C::T, C::DV, 1>(o, pa[kk], wgmma_desc_mn(sv, C::BN, kk), 1);
+    wgmma_commit();
+}
+
+// P (this thread's scores, after softmax) rounded to T, as the A fragments of the BN / 16 k-steps.
+template <class C>
+__device__ __forceinline__ void wg_pack_p(float (*s)[4], uint32_t (*pa)[4]) {
+    typedef typename C::T T;
+#pragma unroll
+    for (int kk = 0; kk < C::BN / 16; kk++) {
+        pa[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+        pa[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+        pa[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        pa[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    }
+}
+
+__device__ __forceinline__ void wg_release(uint64_t *empty) {
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(empty);
+}
+
+// Wait for a buffer's copies, then order them (generic proxy) before wgmma's reads (async proxy).
+__device__ __forceinline__ void wg_acquire(uint64_t *full, int parity) {
+    mbar_wait(full, parity);
+    fence_proxy_async();
+}
+
+// A consumer thread's registers: scores (then probabilities) of the current block, P of the previous
+// block as A fragments, the output accumulator, and its two rows' score and softmax state.
+template <class C>
+struct wg_regs {
+    float s[1][C::BN / 8][4];
+    uint32_t pa[C::BN / 16][4];
+    float o[1][C::DV / 8][4];
+    row_scores rs[2];
+    row_softmax st[2];
+};
+
+// Scores of key block n (masked when MASK) and the online-softmax step of the thread's two rows.
+template <class C, bool MASK>
+__device__ __forceinline__ void wg_softmax(const score_consts &sc, int n, wg_regs<C> &w, float rescale[2]) {
+    scores_block<C, MASK>(sc, w.rs, n, w.s);
+#pragma unroll
+    for (int k = 0; k < 2; k++) rescale[k] = softmax_update<C::BN / 8>(w.st[k], w.s[0], k);
+}
+
+// The first block (it = 0): S, softmax, P.
+template <class C, bool MASK>
+__device__ __forceinline__ void wg_first(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq,
+                                         wg_regs<C> &w) {
+    float rescale[2];
+    wg_acquire(&sm.k_full[0], 0);
+    wg_qk<C>(sq, sm.stages, &w.s[0][0][0]);
+    wgmma_wait<0>();
+    wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
+    wg_release(&sm.k_empty[0]);
+    wg_softmax<C, MASK>(sc, t.n_hi - 1, w, rescale); // O is still 0: no rescale
+    wg_pack_p<C>(w.s[0], w.pa);
+}
+
+// Block it >= 1: issue S(it) and PV(it - 1); the softmax of S(it) runs while PV(it - 1) does; then O is
+// rescaled and P(it) packed. K(it) goes back once S(it) is in, V(it - 1) once PV(it - 1) is done.
+template <class C, bool MASK>
+__device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq,
+                                        int it, wg_regs<C> &w) {
+    int cur = it % C::STAGES, prev = (it - 1) % C::STAGES;
+    float rescale[2];
+    wg_acquire(&sm.k_full[cur], (it / C::STAGES) & 1);
+    wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
+    wg_acquire(&sm.v_full[prev], ((it - 1) / C::STAGES) & 1);
+    wg_pv<C>(w.pa, sm.stages + prev * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0]);
+    wgmma_wait<1>(); // S(it) is in; PV(it - 1) may still run
+    wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
+    wg_release(&sm.k_empty[cur]);
+    wg_softmax<C, MASK>(sc, t.n_hi - 1 - it, w, rescale);
+    wgmma_wait<0>();
+    wgmma_hold<C::DV / 2>(&w.o[0][0][0]);
+    wgmma_hold<C::BN / 4>(&w.pa[0][0]); // P stays live until the PV reading it is done
+    wg_release(&sm.v_empty[prev]);
+#pragma unroll
+    for (int f = 0; f < C::DV / 8; f++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) w.o[0][f][e] *= rescale[e / 2];
+    wg_pack_p<C>(w.s[0], w.pa);
+}
+
+// The last PV.
+template <class C>
+__device__ __forceinline__ void wg_last(const wg_smem &sm, int n_blocks, wg_regs<C> &w) {
+    int last = (n_blocks - 1) % C::STAGES;
+    wg_acquire(&sm.v_full[last], ((n_blocks - 1) / C::STAGES) & 1);
+    wg_pv<C>(w.pa, sm.stages + last * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0]);
+    wgmma_wait<0>();
+    wgmma_hold<C::DV / 2>(&w.o[0][0][0]);
+    wgmma_hold<C::BN / 4>(&w.pa[0][0]);
+    wg_release(&sm.v_empty[last]);
+}
+
+// Warpgroup g's 64 rows against the split's key blocks, then the epilogue. Blocks go from the last to
+// the first; the masked ones (sequence end, causal diagonal, right window edge) come first, those at a
+// left window edge last, so three loops cover them with one mask choice each (one loop body with both
+// choices spills).
+template <class C>
+__device__ void wg_consume(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, const wg_smem &sm) {
+    int g = threadIdx.x / 128;
+    score_consts sc = score_consts_of(p, t.s.s_q, t.s.s_k);
+    wg_regs<C> w;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        int pm = min(t.m0 + slot_row<C>(k), t.packed_rows - 1);
+        int h = t.hk * t.group + pm % t.group;
+        w.rs[k].r = pm / t.group;
+        w.rs[k].slope = p.alibi ? p.alibi[t.b * p.alibi_sb + h * p.alibi_sh] * FC_LOG2E : 0.0f;
+        bool sink = p.sinks && t.split == 0;
+        w.st[k] = softmax_init(sink, sink ? p.sinks[h * p.sinks_sh] * FC_LOG2E : 0.0f);
+    }
+#pragma unroll
+    for (int f = 0; f < C::DV / 8; f++) w.o[0][f][0] = w.o[0][f][1] = w.o[0][f][2] = w.o[0][f][3] = 0.0f;
+
+    int n_blocks = t.n_hi - t.n_lo;
+    if (n_blocks > 0) {
+        const char *sq = sm.q + g * 64 * 128;
+        mbar_wait(sm.q_full, 0);
+        if (p.rotary_cos) {
+            wg_rotate_q<C>(p, t, sm.q, g);
+            fence_proxy_async();
+            named_bar_sync(2 + g, 128);
+        }
+        auto masked = [&](int it) { return block_needs_mask(sc, t.r_lo, t.r_hi, (t.n_hi - 1 - it) * C::BN, C::BN); };
+        if (masked(0))
+            wg_first<C, true>(sc, t, sm, sq, w);
+        else
+            wg_first<C, false>(sc, t, sm, sq, w);
+        int it = 1;
+#pragma unroll 1
+        for (; it < n_blocks && masked(it); it++) wg_step<C, true>(sc, t, sm, sq, it, w);
+#pragma unroll 1
+        for (; it < n_blocks && !masked(it); it++) wg_step<C, false>(sc, t, sm, sq, it, w);
+#pragma unroll 1
+        for (; it < n_blocks; it++) wg_step<C, true>(sc, t, sm, sq, it, w);
+        wg_last<C>(sm, n_blocks, w);
+    }
+    store_rows<C>(p, t, ws, w.o, w.st);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The kernel. Grid: (packed-row tiles, splits, batch * h_k). Block: 128 (CONSUMERS + 1) threads.
+
+template <class C>
+__global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_constant__ fc_problem p, fc_split_ws ws) {
+    extern __shared__ __align__(128) char wg_smem_raw[]; // rounded up to 1024 in wg_smem_of
+    fwd_tile t;
+    if (!fwd_tile_of<C::BM, C::BN, false>(p, ws.splits, t)) return;
+    wg_smem sm = wg_smem_of<C>(wg_smem_raw);
+    if (threadIdx.x == 0) {
+        mbar_init(sm.q_full, 128);
+        for (int i = 0; i < C::STAGES; i++) {
+            mbar_init(&sm.k_full[i], 128);
+            mbar_init(&sm.v_full[i], 128);
+            mbar_init(&sm.k_empty[i], 4 * C::CONSUMERS); // one arrival per consumer warp
+            mbar_init(&sm.v_empty[i], 4 * C::CONSUMERS);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+    if (threadIdx.x >= 128 * C::CONSUMERS) {
+        setmaxnreg_dec<C::PRODUCER_REGS>();
+        wg_produce<C>(p, t, sm);
+    } else {
+        setmaxnreg_inc<C::CONSUMER_REGS>();
+        wg_consume<C>(p, t, ws, sm);
+    }
+}

@@ -1,0 +1,129 @@
+// wgmma.cuh — Hopper warpgroup MMA (sm_90a): 128-byte swizzled smem tiles, matrix descriptors, wgmma m64nNk16.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "copy.cuh"
+
+// ---------------------------------------------------------------------------------------------
+// Shared-memory tiles for wgmma: a tile of R rows x C 16-byte chunks (C a multiple of 8) is stored as
+// C / 8 column atoms, each R rows x 128 bytes; chunk c of row r lives at atom c / 8, row r, chunk
+// (c % 8) ^ (r % 8). Every 8 rows of an atom (1024 bytes, 1024-byte aligned) form one swizzle unit.
+__host__ __device__ __forceinline__ uint32_t sw128_offset(int row, int chunk, int rows) {
+    return (uint32_t)((chunk >> 3) * rows + row) * 128u + (uint32_t)((chunk & 7) ^ (row & 7)) * 16u;
+}
+
+// Matrix descriptor: start address, leading / stride byte offsets (16-byte units), 128-byte swizzle.
+__device__ __forceinline__ uint64_t wgmma_desc(const void *smem, uint32_t lbo, uint32_t sbo) {
+    uint64_t addr = smem_u32(smem);
+    return ((addr & 0x3ffff) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32 | 1ull << 62;
+}
+
+// K-major operand (rows of the M or N dimension, k contiguous): k-step kk of 16 elements of a tile of
+// `rows` rows starting at row 0 of `tile`: 32 bytes per step within an atom, the next atom every 4 steps.
+__device__ __forceinline__ uint64_t wgmma_desc_k(const char *tile, int rows, int kk) {
+    return wgmma_desc(tile + (kk >> 2) * rows * 128 + (kk & 3) * 32, 16, 1024);
+}
+
+// MN-major operand (a tile of k rows x N elements, N contiguous, e.g. V as [key][feature]); k-step kk
+// covers rows 16 kk .. 16 kk + 15; the next 64 columns of N sit one atom (rows * 128 bytes) further.
+__device__ __forceinline__ uint64_t wgmma_desc_mn(const char *tile, int rows, int kk) {
+    return wgmma_desc(tile + kk * 16 * 128, (uint32_t)rows * 128u, 1024);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ordering. wgmma_fence before the first wgmma of a batch and after registers it reads were written;
+// commit closes a group of issued wgmmas; wait<N> leaves at most N groups in flight.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// Keep the compiler from moving reads or writes of accumulator registers across an asynchronous wgmma.
+template <int N> __device__ __forceinline__ void wgmma_hold(float *d) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int N> __device__ __forceinline__ void wgmma_hold(uint32_t *a) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+r"(a[i])::"memory");
+}
+
+// Warpgroup register reallocation (all warps of the warpgroup execute it) and named barriers.
+template <int R> __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R)); }
+template <int R> __device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R)); }
+__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// ---------------------------------------------------------------------------------------------
+// D(64 x N, fp32) = A(64 x 16) * B(16 x N) + (acc ? D : 0), one warpgroup. Accumulator layout (per
+// warp w of the warpgroup, lane l): d[4i + e] is row 16w + l/4 + 8(e/2), column 8i + 2(l%4) + e%2 —
+// mma.sync's m16n8 C fragment repeated over N/8 column groups. A from shared memory (descriptor, K-major)
+// or from registers (mma.sync's m16n8k16 A fragment of the warp's 16 rows); B from shared memory,
+// K-major (TB = 0) or MN-major (TB = 1).
+
+#define FC_R4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define FC_R32 FC_R4(0), FC_R4(4), FC_R4(8), FC_R4(12), FC_R4(16), FC_R4(20), FC_R4(24), FC_R4(28)
+#define FC_R64 FC_R32, FC_R4(32), FC_R4(36), FC_R4(40), FC_R4(44), FC_R4(48), FC_R4(52), FC_R4(56), FC_R4(60)
+#define FC_D32                                                                                         \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
+    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define FC_D64                                                                                         \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
+    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "   \
+    "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "   \
+    "%59, %60, %61, %62, %63}"
+// The instruction text: N, type, accumulator list, then the operand numbers of what follows them.
+#define FC_WGMMA_SS(N, TY, D, A, B, SC, TB)                                                            \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, " SC ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY \
+    "." TY " " D ", " A ", " B ", p, 1, 1, 0, " TB ";\n}\n"
+#define FC_WGMMA_RS(N, TY, D, A0, A1, A2, A3, B, SC, TB)                                               \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, " SC ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY \
+    "." TY " " D ", {" A0 ", " A1 ", " A2 ", " A3 "}, " B ", p, 1, 1, " TB ";\n}\n"
+
+template <typename T, int N> struct wgmma_op;
+#define FC_WGMMA_OPS(T, TY)                                                                              \
+    template <> struct wgmma_op<T, 64> {                                                                 \
+        template <int TB> static __device__ __forceinline__ void ss(float *d, uint64_t a, uint64_t b, int acc) { \
+            asm volatile(FC_WGMMA_SS(64, TY, FC_D32, "%32", "%33", "%34", "%35")                         \
+                         : FC_R32 : "l"(a), "l"(b), "r"(acc), "n"(TB));                                  \
+        }                                                                                                \
+        template <int TB> static __device__ __forceinline__ void rs(float *d, const uint32_t *a, uint64_t b, int acc) { \
+            asm volatile(FC_WGMMA_RS(64, TY, FC_D32, "%32", "%33", "%34", "%35", "%36", "%37", "%38")    \
+                         : FC_R32 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc), "n"(TB)); \
+        }                                                                                                \
+    };                                                                                                   \
+    template <> struct wgmma_op<T, 128> {                                                                \
+        template <int TB> static __device__ __forceinline__ void ss(float *d, uint64_t a, uint64_t b, int acc) { \
+            asm volatile(FC_WGMMA_SS(128, TY, FC_D64, "%64", "%65", "%66", "%67")                        \
+                         : FC_R64 : "l"(a), "l"(b), "r"(acc), "n"(TB));                                  \
+        }                                                                                                \
+        template <int TB> static __device__ __forceinline__ void rs(float *d, const uint32_t *a, uint64_t b, int acc) { \
+            asm volatile(FC_WGMMA_RS(128, TY, FC_D64, "%64", "%65", "%66", "%67", "%68", "%69", "%70")   \
+                         : FC_R64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc), "n"(TB)); \
+        }                                                                                                \
+    };
+FC_WGMMA_OPS(__nv_bfloat16, "bf16")
+FC_WGMMA_OPS(__half, "f16")
+#undef FC_WGMMA_OPS
+#undef FC_WGMMA_SS
+#undef FC_WGMMA_RS
+#undef FC_D32
+#undef FC_D64
+#undef FC_R4
+#undef FC_R32
+#undef FC_R64
+
+// d (N/2 floats) (+)= A(smem descriptor) * B(smem descriptor); TB = 1: B is MN-major.
+template <typename T, int N, int TB>
+__device__ __forceinline__ void wgmma_ss(float *d, uint64_t a, uint64_t b, int acc) {
+    wgmma_op<T, N>::template ss<TB>(d, a, b, acc);
+}
+// d (N/2 floats) (+)= A(4 registers: pairs of T) * B(smem descriptor); TB = 1: B is MN-major.
+template <typename T, int N, int TB>
+__device__ __forceinline__ void wgmma_rs(float *d, const uint32_t a[4], uint64_t b, int acc) {
+    wgmma_op<T, N>::template rs<TB>(d, a, b, acc);
+}
