@@ -386,6 +386,9 @@ static int sets_needed(const fc_attn_args *a) {
     return want < 1 ? 1 : want > 256 ? 256 : (int)want;
 }
 
+#ifdef FC_TRACE
+void fc_cuda_trace_print(void);
+#endif
 /* Median over o->iters samples of (event time of one pass over the sets) / sets, after o->warmup passes. */
 static fc_status time_cuda(const dev_set *sets, int nsets, void *ws, size_t ws_bytes, const bench_opts *o,
                            double *median_ms) {
@@ -407,6 +410,9 @@ static fc_status time_cuda(const dev_set *sets, int nsets, void *ws, size_t ws_b
         qsort(t, (size_t)o->iters, sizeof *t, cmp_double);
         *median_ms = t[o->iters / 2];
     }
+#ifdef FC_TRACE
+    fc_cuda_trace_print(); /* the last call's per-CTA timeline (a -DFC_TRACE build) */
+#endif
     free(t);
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));

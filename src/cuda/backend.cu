@@ -29,8 +29,7 @@ extern "C" fc_status fc_cuda_attn_fwd(const fc_problem *p, void *workspace, size
     fc_status st = fc_cuda_fwd_supported(p);
     if (st != FC_OK) return st;
     if (p->k_new.data && p->s_new > 0 && (st = fc_cuda_append(p, s)) != FC_OK) return st;
-    int splits = fc_cuda_plan_splits(p);
-    fc_split_ws ws = fc_cuda_split_ws(p, splits, workspace);
+    fc_split_ws ws = fc_cuda_split_ws(p, fc_cuda_plan_splits(p), workspace);
     if ((st = fc_cuda_launch_fwd(p, ws, s)) != FC_OK) return st;
-    return splits > 1 ? fc_cuda_combine(p, ws, s) : FC_OK;
+    return fc_cuda_combine(p, ws, s); // nothing when ws.splits == 1
 }

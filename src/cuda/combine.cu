@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "cuda.cuh"
+#include "tile/pdl.cuh"
+#include "trace.cuh"
 
 #define MERGE_THREADS 256 // threads per block; `lanes` consecutive threads serve one (row, head)
 
@@ -107,6 +109,9 @@ __device__ __forceinline__ float across_groups(float x, float *slot, int sg, int
 template <fc_dtype PD, fc_dtype OD, int VEC, int SG>
 __global__ void __launch_bounds__(MERGE_THREADS) merge_kernel(merge_desc m) {
     extern __shared__ float red[];
+    pdl_wait();              // launched early (PDL): the partials are complete only past this point
+    pdl_launch_dependents(); // and the next kernel may start launching
+    FC_STAMP(0);
     int per_item = m.lanes * SG, items = MERGE_THREADS / per_item, local = threadIdx.x / per_item;
     int t = threadIdx.x % per_item, sg = t / m.lanes, lane = t % m.lanes;
     int64_t item = (int64_t)blockIdx.x * items + local;
@@ -158,6 +163,7 @@ __global__ void __launch_bounds__(MERGE_THREADS) merge_kernel(merge_desc m) {
         if (active && in && sg == 0) store_vec<OD, VEC>(m.out, out_off + c0, acc);
     }
     if (active && sg == 0 && lane == 0 && m.lse) m.lse[b * m.l_sb + r * m.l_sr + hh * m.l_sh] = l;
+    FC_STAMP(3);
 }
 
 // VEC elements per access when every partial and output chunk start is VEC-aligned, else 1.
@@ -174,22 +180,23 @@ struct merge_shape {
     int vec, sg;
     unsigned blocks;
     size_t smem;
+    cudaError_t err; // of the launch
 };
 
 template <fc_dtype PD, fc_dtype OD, int SG>
-static void launch_sg(const merge_desc *m, const merge_shape *sh, cudaStream_t stream) {
-    if (sh->vec > 1) merge_kernel<PD, OD, max_vec(PD), SG><<<sh->blocks, MERGE_THREADS, sh->smem, stream>>>(*m);
-    else merge_kernel<PD, OD, 1, SG><<<sh->blocks, MERGE_THREADS, sh->smem, stream>>>(*m);
+static void launch_sg(const merge_desc *m, merge_shape *sh, cudaStream_t stream) {
+    auto kernel = sh->vec > 1 ? merge_kernel<PD, OD, max_vec(PD), SG> : merge_kernel<PD, OD, 1, SG>;
+    sh->err = fc_launch_pdl(kernel, dim3(sh->blocks), dim3(MERGE_THREADS), sh->smem, stream, *m);
 }
 
 template <fc_dtype PD, fc_dtype OD>
-static void launch_typed(const merge_desc *m, const merge_shape *sh, cudaStream_t stream) {
+static void launch_typed(const merge_desc *m, merge_shape *sh, cudaStream_t stream) {
     if (sh->sg > 1) launch_sg<PD, OD, 8>(m, sh, stream);
     else launch_sg<PD, OD, 1>(m, sh, stream);
 }
 
 template <fc_dtype OD>
-static void launch_out(const merge_desc *m, fc_dtype pd, const merge_shape *sh, cudaStream_t stream) {
+static void launch_out(const merge_desc *m, fc_dtype pd, merge_shape *sh, cudaStream_t stream) {
     switch (pd) {
     case FC_FP32: launch_typed<FC_FP32, OD>(m, sh, stream); break;
     case FC_BF16: launch_typed<FC_BF16, OD>(m, sh, stream); break;
@@ -217,7 +224,7 @@ static fc_status launch_merge(merge_desc m, fc_dtype pd, fc_dtype od, cudaStream
     sh.blocks = (unsigned)((m.rows * m.h + items - 1) / items);
     if (od == FC_BF16) launch_out<FC_BF16>(&m, pd, &sh, stream);
     else launch_out<FC_FP16>(&m, pd, &sh, stream);
-    FC_CUDA_LAUNCHED("merge_kernel");
+    FC_CUDA_TRY(sh.err);
     return FC_OK;
 }
 
@@ -284,3 +291,38 @@ extern "C" fc_status fc_cuda_merge(const fc_merge_problem *mp, void *stream) {
     m.l_sr = mp->l_sr; m.l_sh = mp->l_sh;
     return launch_merge(m, mp->partial_dtype, mp->out_dtype, (cudaStream_t)stream);
 }
+
+#ifdef FC_TRACE
+#include <stdio.h>
+#include <stdlib.h>
+extern "C" void fc_cuda_trace_fwd_copy(unsigned long long (*dst)[4]);
+
+static int cmp_u64(const void *a, const void *b) {
+    unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+// Print the last call's timeline: per stamp, min / median / max over CTAs, in µs from the first start.
+extern "C" void fc_cuda_trace_print(void) {
+    static unsigned long long f[FC_TRACE_CTAS][4], m[FC_TRACE_CTAS][4], col[FC_TRACE_CTAS];
+    fc_cuda_trace_fwd_copy(f);
+    fc_trace_copy(m);
+    unsigned long long t0 = ~0ull, newest = 0;
+    for (int i = 0; i < FC_TRACE_CTAS; i++) if (f[i][3] > newest) newest = f[i][3];
+    const char *names[2][4] = {{"fwd start", "fwd first block", "fwd last block", "fwd end"}, {"merge start", "", "", "merge end"}};
+    for (int i = 0; i < FC_TRACE_CTAS; i++) if (f[i][0] && newest - f[i][3] < 2000000 && f[i][0] < t0) t0 = f[i][0];
+    for (int a = 0; a < 2; a++)
+        for (int k = 0; k < 4; k++) {
+            if (!names[a][k][0]) continue;
+            int n = 0;
+            for (int i = 0; i < FC_TRACE_CTAS; i++) {
+                unsigned long long v = a ? m[i][k] : f[i][k];
+                if (v >= t0 && v - t0 < 2000000) col[n++] = v - t0;
+            }
+            if (!n) continue;
+            qsort(col, n, sizeof col[0], cmp_u64);
+            printf("trace %-16s n %5d  min %7.2f  p10 %7.2f  med %7.2f  p90 %7.2f  max %7.2f us\n", names[a][k], n,
+                   col[0] / 1e3, col[n / 10] / 1e3, col[n / 2] / 1e3, col[n * 9 / 10] / 1e3, col[n - 1] / 1e3);
+        }
+}
+#endif

@@ -13,6 +13,28 @@ static inline fc_status fc_cuda_status(cudaError_t e, const char *what) {
 // After a launch: the launch error (bad config), without synchronising.
 #define FC_CUDA_LAUNCHED(name) FC_CUDA_TRY(cudaGetLastError())
 
+// Launch kernel<<<grid, block, smem, stream>>>(args...) with programmatic dependent launch: its CTAs may
+// become resident while the previous kernel in the stream finishes; the kernel must call pdl_wait()
+// (tile/pdl.cuh) before touching global memory.
+template <typename... P, typename... A>
+static inline cudaError_t fc_launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                                        A &&...args) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+#ifdef FC_NO_PDL
+    cfg.numAttrs = 0; // A/B builds only
+#endif
+    return cudaLaunchKernelEx(&cfg, kernel, static_cast<A &&>(args)...);
+}
+
 // Split-KV partials in the workspace, fp32, for the global query row g (dense: b*s_q + r; varlen:
 // cu_seqlens_q[b] + r) and query head h:
 //   part_out[((split * total_q + g) * h_q + h) * d_v + c]     part_lse[(split * total_q + g) * h_q + h]

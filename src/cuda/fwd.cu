@@ -64,7 +64,10 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
     FC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES));
     dim3 grid = C::HEAD_MAJOR ? dim3((unsigned)x_major, (unsigned)p->batch, 1)
                               : dim3((unsigned)m_tiles, (unsigned)ws.splits, (unsigned)z);
-    kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws);
+    if (C::HEAD_MAJOR) // decode: launched early (PDL), fwd_kernel waits for the previous kernel first
+        FC_CUDA_TRY(fc_launch_pdl(kernel, grid, dim3(C::THREADS), C::SMEM_BYTES, stream, *p, ws));
+    else
+        kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws);
     FC_CUDA_LAUNCHED("fwd_kernel");
     return FC_OK;
 }
@@ -92,8 +95,8 @@ static fc_status dispatch(const fc_problem *p, fc_split_ws ws, cudaStream_t stre
                    p->d_v);
 }
 
-// Splits: enough CTAs for about two waves over the SMs (plan.c), counting how many CTAs of the chosen
-// config fit on an SM by shared memory and threads.
+// Splits: enough CTAs for one wave over the SMs (plan.c), counting how many CTAs of the chosen config
+// fit on an SM by shared memory and threads.
 int fc_cuda_plan_splits(const fc_problem *p) {
     cfg_info c = {16, 64, 64 * 1024, 32};
     fc_split_ws none = {1, NULL, NULL};
@@ -116,3 +119,7 @@ fc_status fc_cuda_fwd_supported(const fc_problem *p) {
 fc_status fc_cuda_launch_fwd(const fc_problem *p, fc_split_ws ws, cudaStream_t stream) {
     return dispatch(p, ws, stream, NULL);
 }
+
+#ifdef FC_TRACE
+extern "C" void fc_cuda_trace_fwd_copy(unsigned long long (*dst)[4]) { fc_trace_copy(dst); }
+#endif

@@ -15,6 +15,7 @@
 #include "mask.cuh"
 #include "softmax.cuh"
 #include "tile/tile.cuh"
+#include "trace.cuh"
 
 template <typename T_, int D_, int DV_, int NWARPS_, int BN_, int STAGES_, int MT_>
 struct fwd_cfg {
@@ -155,15 +156,17 @@ __device__ __forceinline__ void load_kv(const void *base, const int64_t *rows, c
     }
 }
 
-// Key block `it` into a stage: the row table (from locations loaded one block earlier), a barrier (every thread reads all rows), the copies, and a
-// commit (also when there is no block: empty groups keep the group count uniform). The caller's next
+// Key block `it` into a stage: the row table (from locations L loaded two blocks earlier: with page size
+// 1 every block needs a fresh page-table line from L2, whose latency under a full memory pipe exceeds
+// one block's compute), a barrier (every thread reads all rows), the copies, and a commit (also when there is no block: empty groups keep the group count uniform). The caller's next
 // barrier protects the table from the following block.
 template <class C>
 __device__ __forceinline__ void issue_block(const fc_problem &p, const fwd_tile &t, int it, int n_blocks, char *stage,
-                                            int64_t *rows, row_locs<C> &L) {
+                                            int64_t *rows, row_locs<C> &L, row_locs<C> &L2) {
     if (it < n_blocks) {
         write_row_table<C>(p, t, L, rows);
-        locate_rows<C>(p, t, it + 1, n_blocks, L); // the next block's page-table reads, in flight meanwhile
+        L = L2;
+        locate_rows<C>(p, t, it + 2, n_blocks, L2); // page-table reads two blocks ahead, in flight meanwhile
         __syncthreads();
         load_kv<C, C::DCH, C::DPITCH>(p.k.data, rows, stage);
         load_kv<C, C::DVCH, C::DVPITCH>(p.v.data, rows + C::BN, stage + C::K_BYTES);
@@ -317,6 +320,9 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
     extern __shared__ __align__(128) char smem[];
     char *sq = smem, *stages = smem + C::Q_BYTES;
     int64_t *rows = (int64_t *)(stages + C::STAGES * C::STAGE_BYTES);
+    FC_STAMP(0);
+    pdl_wait();              // launched early (PDL): the previous kernel's writes are visible past here
+    pdl_launch_dependents(); // the merge of the partials may start launching
     fwd_tile t;
     if (!fwd_tile_of<C::BM, C::BN, C::HEAD_MAJOR>(p, ws.splits, t)) return;
     score_consts sc = score_consts_of(p, t.s.s_q, t.s.s_k);
@@ -344,11 +350,12 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
     // partially masked ones (causal diagonal) come first.
     int n_blocks = t.n_hi - t.n_lo;
     load_q<C>(p, t, sq); // in the first block's commit group
-    row_locs<C> locs;
+    row_locs<C> locs, locs2; // the row locations of the next two blocks to issue
     locate_rows<C>(p, t, 0, n_blocks, locs);
+    locate_rows<C>(p, t, 1, n_blocks, locs2);
 #pragma unroll
     for (int i = 0; i < C::STAGES - 1; i++) {
-        issue_block<C>(p, t, i, n_blocks, stages + i * C::STAGE_BYTES, rows, locs);
+        issue_block<C>(p, t, i, n_blocks, stages + i * C::STAGE_BYTES, rows, locs, locs2);
         __syncthreads(); // the row table is rewritten by the next block
     }
     if (p.rotary_cos) {
@@ -361,8 +368,10 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         int n = t.n_hi - 1 - it;
         cp_async_wait<C::STAGES - 2>(); // block it has landed (this thread's copies) ...
         __syncthreads();                 // ... and every thread's; the stage read at it - 1 is free
+        if (it == 0) FC_STAMP(1);
+        if (it == n_blocks - 1) FC_STAMP(2);
         int ahead = it + C::STAGES - 1;
-        issue_block<C>(p, t, ahead, n_blocks, stages + (ahead % C::STAGES) * C::STAGE_BYTES, rows, locs);
+        issue_block<C>(p, t, ahead, n_blocks, stages + (ahead % C::STAGES) * C::STAGE_BYTES, rows, locs, locs2);
         const char *sk = stages + (it % C::STAGES) * C::STAGE_BYTES, *sv = sk + C::K_BYTES;
         float s[C::MT][C::BN / 8][4];
         qk_block<C>(sq, sk, s);
@@ -384,4 +393,5 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
     }
     cp_async_wait<0>(); // an empty split still issued the Q load
     store_rows<C>(p, t, ws, o, st);
+    FC_STAMP(3);
 }

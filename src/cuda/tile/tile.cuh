@@ -6,3 +6,4 @@
 #include "mma.cuh"
 #include "swizzle.cuh"
 #include "wgmma.cuh"
+#include "pdl.cuh"

@@ -1,0 +1,104 @@
+// gather_ceiling.cu — read ceiling of a paged KV cache gathered as decode does (no attention math).
+//
+// K and V pools: (pages, page_size, h_k, d) bf16, the page table a random permutation (as compare.py).
+// Two access patterns over batch b x s_k tokens, each byte of K and V read once:
+//   per-head:  a warp walks one (sequence, KV head) range: 256-byte rows, one per token (flashc's decode);
+//   all-heads: a warp walks a token range reading every head's row: 2 KB contiguous per token.
+// build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o gather_ceiling bench/gather_ceiling.cu
+// usage: gather_ceiling [b s_k]      prints GB/s per (pattern, page size), median of 20 runs.
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <algorithm>
+#include <vector>
+
+#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); exit(1); } } while (0)
+
+constexpr int HK = 8, D = 128, ROW = D * 2; // bytes per head row
+
+__device__ __forceinline__ int4 ld_cg(const int4 *p) {
+    int4 r;
+    asm volatile("ld.global.cg.v4.s32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+
+// grid (HK * splits, b), 32 threads: tokens [split * per, +per) of sequence y, head x % HK.
+__global__ void per_head(const char *k, const char *v, const int *table, int pps, int ps, int s_k, int splits, int *sink) {
+    int hk = blockIdx.x % HK, split = blockIdx.x / HK, b = blockIdx.y, lane = threadIdx.x;
+    int per = (s_k + splits - 1) / splits, t0 = split * per, t1 = min(s_k, t0 + per);
+    int acc = 0;
+    for (int t = t0 + lane / 16; t < t1; t += 8) { // 4 tokens (K and V) per half-warp in flight
+        int4 x[8];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int tt = min(t + 2 * u, t1 - 1);
+            long long page = table[b * pps + tt / ps];
+            long long off = ((page * ps + tt % ps) * HK + hk) * ROW + (lane % 16) * 16;
+            x[2 * u] = ld_cg((const int4 *)(k + off));
+            x[2 * u + 1] = ld_cg((const int4 *)(v + off));
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++) acc ^= x[u].x ^ x[u].w;
+    }
+    if (acc == 0x12345678) sink[0] = acc;
+}
+
+// grid (splits, b), 128 threads: tokens [split * per, +per) of sequence y, all heads (2 KB rows).
+__global__ void all_heads(const char *k, const char *v, const int *table, int pps, int ps, int s_k, int splits, int *sink) {
+    int split = blockIdx.x, b = blockIdx.y;
+    int per = (s_k + splits - 1) / splits, t0 = split * per, t1 = min(s_k, t0 + per);
+    int acc = 0;
+    for (int t = t0 + threadIdx.x / 128 * 4; t < t1; t += 16) {
+        int4 x[8];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int tt = min(t + u, t1 - 1);
+            long long page = table[b * pps + tt / ps];
+            long long off = (page * ps + tt % ps) * HK * ROW + (threadIdx.x % 128) * 16;
+            x[2 * u] = ld_cg((const int4 *)(k + off));
+            x[2 * u + 1] = ld_cg((const int4 *)(v + off));
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++) acc ^= x[u].x ^ x[u].w;
+    }
+    if (acc == 0x12345678) sink[0] = acc;
+}
+
+int main(int argc, char **argv) {
+    int b = argc > 2 ? atoi(argv[1]) : 8, s_k = argc > 2 ? atoi(argv[2]) : 32768;
+    size_t bytes = (size_t)b * s_k * HK * ROW; // per K or V
+    char *k, *v;
+    int *sink, *table;
+    CK(cudaMalloc(&k, bytes)); CK(cudaMalloc(&v, bytes)); CK(cudaMalloc(&sink, 4));
+    CK(cudaMemset(k, 1, bytes)); CK(cudaMemset(v, 2, bytes));
+    CK(cudaMalloc(&table, (size_t)b * s_k * 4));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+    int sms; CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    printf("gather ceiling: b %d x s_k %d, h_k %d, d %d: %.0f MB of K+V\n", b, s_k, HK, D, 2.0 * bytes / 1e6);
+    for (int ps : {1, 16, 256}) {
+        int pps = s_k / ps;
+        std::vector<int> h(b * pps);
+        for (int i = 0; i < b * pps; i++) h[i] = i;
+        srand(1);
+        for (int i = b * pps - 1; i > 0; i--) std::swap(h[i], h[rand() % (i + 1)]);
+        CK(cudaMemcpy(table, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+        for (int pat = 0; pat < 2; pat++) {
+            int splits = pat == 0 ? std::max(1, sms * 16 / (b * HK)) : std::max(1, sms * 8 / b);
+            std::vector<float> ms;
+            for (int rep = 0; rep < 23; rep++) {
+                CK(cudaEventRecord(e0));
+                if (pat == 0) per_head<<<dim3(HK * splits, b), 32>>>(k, v, table, pps, ps, s_k, splits, sink);
+                else all_heads<<<dim3(splits, b), 512>>>(k, v, table, pps, ps, s_k, splits, sink);
+                CK(cudaEventRecord(e1));
+                CK(cudaEventSynchronize(e1));
+                float t; CK(cudaEventElapsedTime(&t, e0, e1));
+                if (rep >= 3) ms.push_back(t);
+            }
+            std::sort(ms.begin(), ms.end());
+            float med = ms[ms.size() / 2];
+            printf("  %-9s page %3d: %7.1f us  %6.0f GB/s\n", pat == 0 ? "per-head" : "all-heads", ps, med * 1e3, 2.0 * bytes / (med * 1e-3) / 1e9);
+        }
+    }
+    return 0;
+}
