@@ -24,6 +24,7 @@ struct fwd_cfg {
     static constexpr int BM = 16 * MT * NWARPS, THREADS = 32 * NWARPS;
     static constexpr int ROWS = 2 * MT;                                       // accumulator rows per thread
     static constexpr bool HEAD_MAJOR = NWARPS == 1;                          // decode: see fwd_tile_of
+    static constexpr bool Q_REGS = NWARPS == 1 && MT == 1 && D <= 128;       // decode: Q fragments in registers
     static constexpr int DCH = D / 8, DVCH = DV / 8;                          // 16-byte chunks per row
     static constexpr int DPITCH = (DCH + 7) / 8 * 8, DVPITCH = (DVCH + 7) / 8 * 8; // swizzled pitch (chunks)
     static constexpr int Q_BYTES = BM * DPITCH * 16;
@@ -205,9 +206,19 @@ __device__ __forceinline__ int slot_row(int k) {
     return warp * 16 * C::MT + (k / 2) * 16 + lane / 4 + 8 * (k % 2);
 }
 
-// s = Q(this warp's 16 MT rows) · K(block)^T.
+// This warp's Q fragments (one m16 tile, all of d), loaded once when C::Q_REGS.
 template <class C>
-__device__ __forceinline__ void qk_block(const char *sq, const char *sk, float (*s)[C::BN / 8][4]) {
+__device__ __forceinline__ void load_q_frags(const char *sq, uint32_t (*qf)[4]) {
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+    for (int kk = 0; kk < C::D / 16; kk++)
+        ldmatrix_x4(qf[kk], sq + swz_offset(warp * 16 + lane % 16, kk * 2 + lane / 16, C::DPITCH));
+}
+
+// s = Q(this warp's 16 MT rows) · K(block)^T; Q from registers (qf) when C::Q_REGS, else shared memory.
+template <class C>
+__device__ __forceinline__ void qk_block(const char *sq, const uint32_t (*qf)[4], const char *sk,
+                                         float (*s)[C::BN / 8][4]) {
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 #pragma unroll
     for (int mt = 0; mt < C::MT; mt++)
@@ -217,8 +228,12 @@ __device__ __forceinline__ void qk_block(const char *sq, const char *sk, float (
     for (int kk = 0; kk < C::D / 16; kk++) {
         uint32_t a[C::MT][4];
 #pragma unroll
-        for (int mt = 0; mt < C::MT; mt++)
-            ldmatrix_x4(a[mt], sq + swz_offset((warp * C::MT + mt) * 16 + lane % 16, kk * 2 + lane / 16, C::DPITCH));
+        for (int mt = 0; mt < C::MT; mt++) {
+            if constexpr (C::Q_REGS)
+                for (int i = 0; i < 4; i++) a[mt][i] = qf[kk][i];
+            else
+                ldmatrix_x4(a[mt], sq + swz_offset((warp * C::MT + mt) * 16 + lane % 16, kk * 2 + lane / 16, C::DPITCH));
+        }
 #pragma unroll
         for (int f2 = 0; f2 < C::BN / 16; f2++) {
             uint32_t b[4];
@@ -259,6 +274,18 @@ __device__ __forceinline__ void pv_block(const char *sv, float (*s)[C::BN / 8][4
             }
         }
     }
+}
+
+// o *= rescale, per row slot of this thread.
+template <class C>
+__device__ __forceinline__ void rescale_rows(float (*o)[C::DV / 8][4], const float *rescale) {
+#pragma unroll
+    for (int k = 0; k < C::ROWS; k++)
+#pragma unroll
+        for (int f = 0; f < C::DV / 8; f++) {
+            o[k / 2][f][2 * (k % 2)] *= rescale[k];
+            o[k / 2][f][2 * (k % 2) + 1] *= rescale[k];
+        }
 }
 
 // Raw dot products -> log2-domain scores for this thread's rows, masked when MASK.
@@ -364,6 +391,16 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         rotate_q<C>(p, t, sq);
     }
 
+    // Scores need score_of only on masked blocks or with softcap / ALiBi; otherwise the raw dot products
+    // go to the softmax, the scale folded into its exp2 FFMA.
+    bool plain = sc.cap == 0.0f && !p.alibi && sc.mul > 0.0f;
+    uint32_t qf[C::Q_REGS ? C::D / 16 : 1][4];
+    if constexpr (C::Q_REGS) {
+        cp_async_wait<C::STAGES - 2>(); // Q landed with the first block's group
+        __syncthreads();
+        load_q_frags<C>(sq, qf);
+    }
+
     for (int it = 0; it < n_blocks; it++) {
         int n = t.n_hi - 1 - it;
         cp_async_wait<C::STAGES - 2>(); // block it has landed (this thread's copies) ...
@@ -374,21 +411,23 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         issue_block<C>(p, t, ahead, n_blocks, stages + (ahead % C::STAGES) * C::STAGE_BYTES, rows, locs, locs2);
         const char *sk = stages + (it % C::STAGES) * C::STAGE_BYTES, *sv = sk + C::K_BYTES;
         float s[C::MT][C::BN / 8][4];
-        qk_block<C>(sq, sk, s);
+        qk_block<C>(sq, qf, sk, s);
+        float mul = 1.0f;
         if (block_needs_mask(sc, t.r_lo, t.r_hi, n * C::BN, C::BN))
             scores_block<C, true>(sc, rs, n, s);
-        else
+        else if (!plain)
             scores_block<C, false>(sc, rs, n, s);
+        else
+            mul = sc.mul;
+        float rescale[C::ROWS];
+        bool moved = false;
 #pragma unroll
         for (int k = 0; k < C::ROWS; k++) {
-            int mt = k / 2, half = k % 2;
-            float rescale = softmax_update<C::BN / 8>(st[k], s[mt], half);
-#pragma unroll
-            for (int f = 0; f < C::DV / 8; f++) {
-                o[mt][f][2 * half] *= rescale;
-                o[mt][f][2 * half + 1] *= rescale;
-            }
+            rescale[k] = softmax_update<C::BN / 8>(st[k], s[k / 2], k % 2, mul);
+            moved |= rescale[k] != 1.0f;
         }
+        if (__any_sync(0xffffffffu, moved)) // no row max of the warp moved: the output keeps its scale (FA4)
+            rescale_rows<C>(o, rescale);
         pv_block<C>(sv, s, o);
     }
     cp_async_wait<0>(); // an empty split still issued the Q load

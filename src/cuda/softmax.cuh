@@ -21,19 +21,21 @@ __device__ __forceinline__ row_softmax softmax_init(bool has_sink, float sink_lo
 
 // Fold a block of NF accumulator fragments (this thread's 2*NF scores of the row, half = 0 or 1) into
 // the state: new max, rescale of the old sum (returned, to rescale the output too), p = 2^(s - m).
+// The scores are s * mul (mul > 0): raw dot products with mul = scale * log2(e) cost one FFMA each
+// (FlashAttention's fold of the scale into exp2); mul = 1 for scores already scaled and masked.
 template <int NF>
-__device__ __forceinline__ float softmax_update(row_softmax &st, float (*s)[4], int half) {
-    float mx = st.m;
+__device__ __forceinline__ float softmax_update(row_softmax &st, float (*s)[4], int half, float mul = 1.0f) {
+    float mx = -INFINITY;
 #pragma unroll
     for (int f = 0; f < NF; f++) mx = fmaxf(mx, fmaxf(s[f][2 * half], s[f][2 * half + 1]));
-    mx = quad_max(mx);
+    mx = fmaxf(st.m, quad_max(mx) * mul);
     float base = mx == -INFINITY ? 0.0f : mx;   // all masked so far: keep exp2 away from -inf - -inf
     float rescale = fast_exp2(st.m - base);     // 0 when the old max was -inf
     float sum = 0.0f;
 #pragma unroll
     for (int f = 0; f < NF; f++) {
-        s[f][2 * half] = fast_exp2(s[f][2 * half] - base);
-        s[f][2 * half + 1] = fast_exp2(s[f][2 * half + 1] - base);
+        s[f][2 * half] = fast_exp2(fmaf(s[f][2 * half], mul, -base));
+        s[f][2 * half + 1] = fast_exp2(fmaf(s[f][2 * half + 1], mul, -base));
         sum += s[f][2 * half] + s[f][2 * half + 1];
     }
     st.l = st.l * rescale + sum;
