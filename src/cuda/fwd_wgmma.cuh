@@ -28,9 +28,11 @@ struct wg_cfg {
     static constexpr int TABLE_BYTES = 2 * 2 * BN * 8;               // two row tables (K, V offsets), alternating
     static constexpr int BAR_BYTES = (1 + 4 * STAGES) * 8;
     static constexpr int SMEM_BYTES = 1024 + Q_BYTES + STAGES * STAGE_BYTES + TABLE_BYTES + BAR_BYTES;
-    static constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;   // 128 * 40 + 256 * 232 = 384 * 168
+    static constexpr int PRODUCER_REGS = 72, CONSUMER_REGS = 216;   // 128 * 72 + 256 * 216 = 384 * 168 (the producer spills at 56)
     static_assert(D % 64 == 0 && DV % 64 == 0 && DV <= 128, "wgmma tiles: d and d_v multiples of 64, d_v <= 128");
     static_assert(BN == 128, "one producer thread per key row");
+    static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536 / THREADS / 8 * 8 * THREADS,
+                  "setmaxnreg.inc waits forever for registers the CTA does not have");
 };
 
 // Where things live in shared memory (the base rounded up to 1024 bytes, as the swizzle needs).
@@ -200,16 +202,56 @@ struct wg_regs {
     row_softmax st[2];
 };
 
-// Scores of key block n (masked when MASK) and the online-softmax step of the thread's two rows.
-template <class C, bool MASK>
-__device__ __forceinline__ void wg_softmax(const score_consts &sc, int n, wg_regs<C> &w, float rescale[2]) {
-    scores_block<C, MASK>(sc, w.rs, n, w.s);
+// Plain scores (no softcap, no ALiBi, scale > 0): raw dot products, -inf where key block n hides them.
+template <class C>
+__device__ __forceinline__ void wg_mask_raw(const score_consts &sc, const row_scores *rs, int n, float (*s)[4]) {
+    int lane = threadIdx.x % 32;
 #pragma unroll
-    for (int k = 0; k < 2; k++) rescale[k] = softmax_update<C::BN / 8>(w.st[k], w.s[0], k);
+    for (int f = 0; f < C::BN / 8; f++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            if (!key_visible(sc, rs[e / 2].r, n * C::BN + f * 8 + 2 * (lane % 4) + e % 2)) s[f][e] = -INFINITY;
+}
+
+// softmax_update on raw dot products (half = row 0 or 1 of the thread): the max is taken before scaling
+// (mul > 0 keeps the order) and the scale folds into the exponent, one FFMA per score:
+// p = 2^(dot * mul - m), m the running max in the log2 domain as softmax_update keeps it.
+template <int NF>
+__device__ __forceinline__ float wg_softmax_raw(row_softmax &st, float (*s)[4], int half, float mul) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int f = 0; f < NF; f++) mx = fmaxf(mx, fmaxf(s[f][2 * half], s[f][2 * half + 1]));
+    float m = fmaxf(st.m, quad_max(mx) * mul);
+    float base = m == -INFINITY ? 0.0f : m;     // all masked so far: keep exp2 away from -inf - -inf
+    float rescale = fast_exp2(st.m - base), sum = 0.0f;
+#pragma unroll
+    for (int f = 0; f < NF; f++) {
+        s[f][2 * half] = fast_exp2(fmaf(s[f][2 * half], mul, -base));
+        s[f][2 * half + 1] = fast_exp2(fmaf(s[f][2 * half + 1], mul, -base));
+        sum += s[f][2 * half] + s[f][2 * half + 1];
+    }
+    st.l = st.l * rescale + sum;
+    st.m = m;
+    return rescale;
+}
+
+// Scores of key block n (masked when MASK) and the online-softmax step of the thread's two rows; PLAIN:
+// the scores are scaled dot products alone (wg_softmax_raw), else softcap / ALiBi apply (scores_block).
+template <class C, bool MASK, bool PLAIN>
+__device__ __forceinline__ void wg_softmax(const score_consts &sc, int n, wg_regs<C> &w, float rescale[2]) {
+    if (PLAIN) {
+        if (MASK) wg_mask_raw<C>(sc, w.rs, n, w.s[0]);
+#pragma unroll
+        for (int k = 0; k < 2; k++) rescale[k] = wg_softmax_raw<C::BN / 8>(w.st[k], w.s[0], k, sc.mul);
+    } else {
+        scores_block<C, MASK>(sc, w.rs, n, w.s);
+#pragma unroll
+        for (int k = 0; k < 2; k++) rescale[k] = softmax_update<C::BN / 8>(w.st[k], w.s[0], k);
+    }
 }
 
 // The first block (it = 0): S, softmax, P.
-template <class C, bool MASK>
+template <class C, bool MASK, bool PLAIN>
 __device__ __forceinline__ void wg_first(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq,
                                          wg_regs<C> &w) {
     float rescale[2];
@@ -218,13 +260,13 @@ __device__ __forceinline__ void wg_first(const score_consts &sc, const fwd_tile 
     wgmma_wait<0>();
     wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
     wg_release(&sm.k_empty[0]);
-    wg_softmax<C, MASK>(sc, t.n_hi - 1, w, rescale); // O is still 0: no rescale
+    wg_softmax<C, MASK, PLAIN>(sc, t.n_hi - 1, w, rescale); // O is still 0: no rescale
     wg_pack_p<C>(w.s[0], w.pa);
 }
 
 // Block it >= 1: issue S(it) and PV(it - 1); the softmax of S(it) runs while PV(it - 1) does; then O is
 // rescaled and P(it) packed. K(it) goes back once S(it) is in, V(it - 1) once PV(it - 1) is done.
-template <class C, bool MASK>
+template <class C, bool MASK, bool PLAIN>
 __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq,
                                         int it, wg_regs<C> &w) {
     int cur = it % C::STAGES, prev = (it - 1) % C::STAGES;
@@ -236,7 +278,7 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
     wgmma_wait<1>(); // S(it) is in; PV(it - 1) may still run
     wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
     wg_release(&sm.k_empty[cur]);
-    wg_softmax<C, MASK>(sc, t.n_hi - 1 - it, w, rescale);
+    wg_softmax<C, MASK, PLAIN>(sc, t.n_hi - 1 - it, w, rescale);
     wgmma_wait<0>();
     wgmma_hold<C::DV / 2>(&w.o[0][0][0]);
     wgmma_hold<C::BN / 4>(&w.pa[0][0]); // P stays live until the PV reading it is done
@@ -260,10 +302,28 @@ __device__ __forceinline__ void wg_last(const wg_smem &sm, int n_blocks, wg_regs
     wg_release(&sm.v_empty[last]);
 }
 
-// Warpgroup g's 64 rows against the split's key blocks, then the epilogue. Blocks go from the last to
-// the first; the masked ones (sequence end, causal diagonal, right window edge) come first, those at a
-// left window edge last, so three loops cover them with one mask choice each (one loop body with both
-// choices spills).
+// The split's key blocks, last to first: the masked ones (sequence end, causal diagonal, right window
+// edge) come first, those at a left window edge last, so three loops cover them with one mask choice each.
+template <class C, bool PLAIN>
+__device__ void wg_blocks(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq, wg_regs<C> &w) {
+    int n_blocks = t.n_hi - t.n_lo;
+    auto masked = [&](int it) { return block_needs_mask(sc, t.r_lo, t.r_hi, (t.n_hi - 1 - it) * C::BN, C::BN); };
+    if (masked(0))
+        wg_first<C, true, PLAIN>(sc, t, sm, sq, w);
+    else
+        wg_first<C, false, PLAIN>(sc, t, sm, sq, w);
+    int it = 1;
+#pragma unroll 1
+    for (; it < n_blocks && masked(it); it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, it, w);
+#pragma unroll 1
+    for (; it < n_blocks && !masked(it); it++) wg_step<C, false, PLAIN>(sc, t, sm, sq, it, w);
+#pragma unroll 1
+    for (; it < n_blocks; it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, it, w);
+    wg_last<C>(sm, n_blocks, w);
+}
+
+// Warpgroup g's 64 rows against the split's key blocks, then the epilogue. Plain scores (no softcap, no
+// ALiBi, scale > 0: the common case) take the path with the scale folded into the exponent.
 template <class C>
 __device__ void wg_consume(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, const wg_smem &sm) {
     int g = threadIdx.x / 128;
@@ -281,8 +341,7 @@ __device__ void wg_consume(const fc_problem &p, const fwd_tile &t, fc_split_ws w
 #pragma unroll
     for (int f = 0; f < C::DV / 8; f++) w.o[0][f][0] = w.o[0][f][1] = w.o[0][f][2] = w.o[0][f][3] = 0.0f;
 
-    int n_blocks = t.n_hi - t.n_lo;
-    if (n_blocks > 0) {
+    if (t.n_hi > t.n_lo) {
         const char *sq = sm.q + g * 64 * 128;
         mbar_wait(sm.q_full, 0);
         if (p.rotary_cos) {
@@ -290,19 +349,10 @@ __device__ void wg_consume(const fc_problem &p, const fwd_tile &t, fc_split_ws w
             fence_proxy_async();
             named_bar_sync(2 + g, 128);
         }
-        auto masked = [&](int it) { return block_needs_mask(sc, t.r_lo, t.r_hi, (t.n_hi - 1 - it) * C::BN, C::BN); };
-        if (masked(0))
-            wg_first<C, true>(sc, t, sm, sq, w);
+        if (sc.cap == 0.0f && !p.alibi && sc.mul > 0.0f)
+            wg_blocks<C, true>(sc, t, sm, sq, w);
         else
-            wg_first<C, false>(sc, t, sm, sq, w);
-        int it = 1;
-#pragma unroll 1
-        for (; it < n_blocks && masked(it); it++) wg_step<C, true>(sc, t, sm, sq, it, w);
-#pragma unroll 1
-        for (; it < n_blocks && !masked(it); it++) wg_step<C, false>(sc, t, sm, sq, it, w);
-#pragma unroll 1
-        for (; it < n_blocks; it++) wg_step<C, true>(sc, t, sm, sq, it, w);
-        wg_last<C>(sm, n_blocks, w);
+            wg_blocks<C, false>(sc, t, sm, sq, w);
     }
     store_rows<C>(p, t, ws, w.o, w.st);
 }
