@@ -28,6 +28,13 @@ template <class C> struct kernel_of {
 template <typename T, int D, int DV> struct kernel_of<wg_cfg<T, D, DV>> {
     static constexpr void (*fn)(const fc_problem, fc_split_ws) = fwd_wgmma_kernel<wg_cfg<T, D, DV>>;
 };
+// Query tiles per CTA: wg_cfg's CTAs take TILES tiles each (fwd_wgmma.cuh, wg_tile_of), others one.
+template <class C> struct tiles_of {
+    static constexpr int n = 1;
+};
+template <typename T, int D, int DV> struct tiles_of<wg_cfg<T, D, DV>> {
+    static constexpr int n = wg_cfg<T, D, DV>::TILES;
+};
 
 static bool use_decode_cfg(const fc_problem *p) { return (int64_t)p->s_q * (p->h_q / p->h_k) <= 16; }
 
@@ -48,11 +55,11 @@ static int sm_count(void) {
 template <class C>
 static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (info) {
-        *info = cfg_info{C::BM, C::BN, C::SMEM_BYTES, C::THREADS};
+        *info = cfg_info{C::BM * tiles_of<C>::n, C::BN, C::SMEM_BYTES, C::THREADS};
         return FC_OK;
     }
     int group = p->h_q / p->h_k;
-    int64_t m_tiles = ((int64_t)p->s_q * group + C::BM - 1) / C::BM;
+    int64_t m_tiles = ((int64_t)p->s_q * group + C::BM * tiles_of<C>::n - 1) / (C::BM * tiles_of<C>::n);
     int64_t z = (int64_t)p->batch * p->h_k, x_major = m_tiles * ws.splits * p->h_k;
     if (m_tiles == 0 || z == 0) return FC_OK;
     bool fits = C::HEAD_MAJOR ? x_major <= 0x7fffffff && p->batch <= 65535

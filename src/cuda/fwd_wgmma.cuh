@@ -19,6 +19,7 @@ template <typename T_, int D_, int DV_>
 struct wg_cfg {
     typedef T_ T;
     static constexpr int D = D_, DV = DV_, BN = 128, STAGES = 2, CONSUMERS = 2;
+    static constexpr int TILES = 2;                                  // query tiles per CTA (wg_tile_of)
     static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
     static constexpr int MT = 1, ROWS = 2, NWARPS = 4 * CONSUMERS; // fwd_kernel's view of a consumer warp
     static constexpr bool HEAD_MAJOR = false;
@@ -26,7 +27,7 @@ struct wg_cfg {
     static constexpr int Q_BYTES = BM * D * 2, K_BYTES = BN * D * 2, V_BYTES = BN * DV * 2;
     static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
     static constexpr int TABLE_BYTES = 2 * 2 * BN * 8;               // two row tables (K, V offsets), alternating
-    static constexpr int BAR_BYTES = (1 + 4 * STAGES) * 8;
+    static constexpr int BAR_BYTES = (2 + 4 * STAGES) * 8;
     static constexpr int SMEM_BYTES = 1024 + Q_BYTES + STAGES * STAGE_BYTES + TABLE_BYTES + BAR_BYTES;
     static constexpr int PRODUCER_REGS = 72, CONSUMER_REGS = 216;   // 128 * 72 + 256 * 216 = 384 * 168 (the producer spills at 56)
     static_assert(D % 64 == 0 && DV % 64 == 0 && DV <= 128, "wgmma tiles: d and d_v multiples of 64, d_v <= 128");
@@ -39,7 +40,7 @@ struct wg_cfg {
 struct wg_smem {
     char *q, *stages;
     int64_t *tables;
-    uint64_t *q_full, *k_full, *v_full, *k_empty, *v_empty;
+    uint64_t *q_full, *q_empty, *k_full, *v_full, *k_empty, *v_empty;
 };
 
 template <class C>
@@ -50,15 +51,41 @@ __device__ __forceinline__ wg_smem wg_smem_of(char *raw) {
     s.stages = base + C::Q_BYTES;
     s.tables = (int64_t *)(s.stages + C::STAGES * C::STAGE_BYTES);
     s.q_full = (uint64_t *)((char *)s.tables + C::TABLE_BYTES);
-    s.k_full = s.q_full + 1;
+    s.q_empty = s.q_full + 1;
+    s.k_full = s.q_full + 2;
     s.v_full = s.k_full + C::STAGES;
     s.k_empty = s.v_full + C::STAGES;
     s.v_empty = s.k_empty + C::STAGES;
     return s;
 }
 
+// Tile k (0 .. TILES - 1) of this CTA: CTA x of X = gridDim.x takes query tiles x, 2X - 1 - x, 2X + x,
+// ... (a snake), so under a causal mask each pair of its tiles adds up to about the same number of key
+// blocks; the tiles of a CTA share (sequence, KV head), so K/V stays in L2. Otherwise as fwd_tile_of.
+template <class C>
+__device__ __forceinline__ bool wg_tile_of(const fc_problem &p, int splits, int k, fwd_tile &t) {
+    int x = blockIdx.x, X = gridDim.x;
+    t.m0 = (k % 2 ? (k + 1) * X - 1 - x : k * X + x) * C::BM;
+    t.split = blockIdx.y;
+    t.hk = blockIdx.z % p.h_k;
+    t.b = blockIdx.z / p.h_k;
+    t.group = p.h_q / p.h_k;
+    t.s = fc_seqlen_of(&p, t.b);
+    t.packed_rows = t.s.s_q * t.group;
+    if (t.m0 >= t.packed_rows) return false;
+    t.r_lo = t.m0 / t.group;
+    t.r_hi = (min(t.m0 + C::BM, t.packed_rows) - 1) / t.group + 1;
+    int j0, j1;
+    fc_key_range(&p, t.s.s_q, t.s.s_k, t.r_lo, t.r_hi, &j0, &j1);
+    int nb_lo = j0 / C::BN, nb_hi = j1 > j0 ? (j1 + C::BN - 1) / C::BN : nb_lo;
+    int per = (nb_hi - nb_lo + splits - 1) / splits;
+    t.n_lo = min(nb_hi, nb_lo + t.split * per);
+    t.n_hi = min(nb_hi, t.n_lo + per);
+    return true;
+}
+
 // ---------------------------------------------------------------------------------------------
-// Producer (128 threads, tid 0 .. 127).
+// Producer (128 threads, tid 0 .. 127). Ring positions count key blocks over all tiles of the CTA.
 
 // Q tile: BM packed rows x D, gathered from (row, head) pairs.
 template <class C>
@@ -96,31 +123,46 @@ __device__ __forceinline__ void wg_load_rows(const void *base, const int64_t *ro
     }
 }
 
-// Q once, then every key block: write the row table (a barrier: every thread reads all rows), then for K
-// and for V wait for the buffer, copy, and have the copies' arrival signalled on the buffer's barrier.
+// Every key block of tile t, ring positions pos ..: write the row table (a barrier: every thread reads
+// all rows), then for K and for V wait for the buffer, copy, and have the copies' arrival signalled on
+// the buffer's barrier.
 template <class C>
-__device__ void wg_produce(const fc_problem &p, const fwd_tile &t, const wg_smem &sm) {
-    int tid = threadIdx.x - 128 * C::CONSUMERS, n_blocks = t.n_hi - t.n_lo;
-    if (n_blocks == 0) return;
-    wg_load_q<C>(p, t, sm.q, tid);
-    mbar_cp_async_arrive(sm.q_full);
+__device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const wg_smem &sm, int tid, int pos) {
+    int n_blocks = t.n_hi - t.n_lo;
     fc_kv_loc loc = wg_locate<C>(p, t, 0, n_blocks, tid);
     for (int it = 0; it < n_blocks; it++) {
-        int stage = it % C::STAGES;
-        int64_t *rows = sm.tables + (it % 2) * 2 * C::BN; // alternating: one barrier per block suffices
+        int g = pos + it, stage = g % C::STAGES;
+        int64_t *rows = sm.tables + (g % 2) * 2 * C::BN; // alternating: one barrier per block suffices
         bool valid = loc.outer >= 0;
         rows[tid] = valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
         rows[C::BN + tid] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
         loc = wg_locate<C>(p, t, it + 1, n_blocks, tid); // the next block's page-table reads, in flight meanwhile
         named_bar_sync(1, 128);
         char *k = sm.stages + stage * C::STAGE_BYTES;
-        int parity = (it / C::STAGES - 1) & 1;
-        if (it >= C::STAGES) mbar_wait(&sm.k_empty[stage], parity);
+        int parity = (g / C::STAGES - 1) & 1;
+        if (g >= C::STAGES) mbar_wait(&sm.k_empty[stage], parity);
         wg_load_rows<C, C::DCH>(p.k.data, rows, k, tid);
         mbar_cp_async_arrive(&sm.k_full[stage]);
-        if (it >= C::STAGES) mbar_wait(&sm.v_empty[stage], parity);
+        if (g >= C::STAGES) mbar_wait(&sm.v_empty[stage], parity);
         wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, k + C::K_BYTES, tid);
         mbar_cp_async_arrive(&sm.v_full[stage]);
+    }
+}
+
+// The CTA's tiles: Q once the consumers are done with the previous tile's (q_empty), then its key blocks
+// (the next tile's first blocks load while the consumers finish the previous tile).
+template <class C>
+__device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &sm) {
+    int tid = threadIdx.x - 128 * C::CONSUMERS, pos = 0, tiles = 0;
+    for (int k = 0; k < C::TILES; k++) {
+        fwd_tile t;
+        if (!wg_tile_of<C>(p, ws.splits, k, t) || t.n_hi == t.n_lo) continue;
+        if (tiles > 0) mbar_wait(sm.q_empty, (tiles - 1) & 1);
+        wg_load_q<C>(p, t, sm.q, tid);
+        mbar_cp_async_arrive(sm.q_full);
+        wg_produce_blocks<C>(p, t, sm, tid, pos);
+        pos += t.n_hi - t.n_lo;
+        tiles++;
     }
     cp_async_wait<0>();
 }
@@ -250,30 +292,32 @@ __device__ __forceinline__ void wg_softmax(const score_consts &sc, int n, wg_reg
     }
 }
 
-// The first block (it = 0): S, softmax, P.
+// The first block (it = 0, ring position pos): S, softmax, P.
 template <class C, bool MASK, bool PLAIN>
 __device__ __forceinline__ void wg_first(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq,
-                                         wg_regs<C> &w) {
+                                         int pos, wg_regs<C> &w) {
+    int cur = pos % C::STAGES;
     float rescale[2];
-    wg_acquire(&sm.k_full[0], 0);
-    wg_qk<C>(sq, sm.stages, &w.s[0][0][0]);
+    wg_acquire(&sm.k_full[cur], (pos / C::STAGES) & 1);
+    wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
     wgmma_wait<0>();
     wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
-    wg_release(&sm.k_empty[0]);
+    wg_release(&sm.k_empty[cur]);
     wg_softmax<C, MASK, PLAIN>(sc, t.n_hi - 1, w, rescale); // O is still 0: no rescale
     wg_pack_p<C>(w.s[0], w.pa);
 }
 
-// Block it >= 1: issue S(it) and PV(it - 1); the softmax of S(it) runs while PV(it - 1) does; then O is
-// rescaled and P(it) packed. K(it) goes back once S(it) is in, V(it - 1) once PV(it - 1) is done.
+// Block it >= 1 (ring position g = pos + it): issue S(it) and PV(it - 1); the softmax of S(it) runs
+// while PV(it - 1) does; then O is rescaled and P(it) packed. K(it) goes back once S(it) is in, V(it - 1)
+// once PV(it - 1) is done.
 template <class C, bool MASK, bool PLAIN>
 __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq,
-                                        int it, wg_regs<C> &w) {
-    int cur = it % C::STAGES, prev = (it - 1) % C::STAGES;
+                                        int pos, int it, wg_regs<C> &w) {
+    int g = pos + it, cur = g % C::STAGES, prev = (g - 1) % C::STAGES;
     float rescale[2];
-    wg_acquire(&sm.k_full[cur], (it / C::STAGES) & 1);
+    wg_acquire(&sm.k_full[cur], (g / C::STAGES) & 1);
     wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
-    wg_acquire(&sm.v_full[prev], ((it - 1) / C::STAGES) & 1);
+    wg_acquire(&sm.v_full[prev], ((g - 1) / C::STAGES) & 1);
     wg_pv<C>(w.pa, sm.stages + prev * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0]);
     wgmma_wait<1>(); // S(it) is in; PV(it - 1) may still run
     wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
@@ -290,11 +334,12 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
     wg_pack_p<C>(w.s[0], w.pa);
 }
 
-// The last PV.
+// The last PV (ring position g). Every S is in, so Q goes back first: the next tile's loads into it.
 template <class C>
-__device__ __forceinline__ void wg_last(const wg_smem &sm, int n_blocks, wg_regs<C> &w) {
-    int last = (n_blocks - 1) % C::STAGES;
-    wg_acquire(&sm.v_full[last], ((n_blocks - 1) / C::STAGES) & 1);
+__device__ __forceinline__ void wg_last(const wg_smem &sm, int g, wg_regs<C> &w) {
+    int last = g % C::STAGES;
+    wg_release(sm.q_empty);
+    wg_acquire(&sm.v_full[last], (g / C::STAGES) & 1);
     wg_pv<C>(w.pa, sm.stages + last * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0]);
     wgmma_wait<0>();
     wgmma_hold<C::DV / 2>(&w.o[0][0][0]);
@@ -305,27 +350,31 @@ __device__ __forceinline__ void wg_last(const wg_smem &sm, int n_blocks, wg_regs
 // The split's key blocks, last to first: the masked ones (sequence end, causal diagonal, right window
 // edge) come first, those at a left window edge last, so three loops cover them with one mask choice each.
 template <class C, bool PLAIN>
-__device__ void wg_blocks(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq, wg_regs<C> &w) {
+__device__ void wg_blocks(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq, int pos,
+                          wg_regs<C> &w) {
     int n_blocks = t.n_hi - t.n_lo;
     auto masked = [&](int it) { return block_needs_mask(sc, t.r_lo, t.r_hi, (t.n_hi - 1 - it) * C::BN, C::BN); };
     if (masked(0))
-        wg_first<C, true, PLAIN>(sc, t, sm, sq, w);
+        wg_first<C, true, PLAIN>(sc, t, sm, sq, pos, w);
     else
-        wg_first<C, false, PLAIN>(sc, t, sm, sq, w);
+        wg_first<C, false, PLAIN>(sc, t, sm, sq, pos, w);
     int it = 1;
 #pragma unroll 1
-    for (; it < n_blocks && masked(it); it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, it, w);
+    for (; it < n_blocks && masked(it); it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);
 #pragma unroll 1
-    for (; it < n_blocks && !masked(it); it++) wg_step<C, false, PLAIN>(sc, t, sm, sq, it, w);
+    for (; it < n_blocks && !masked(it); it++) wg_step<C, false, PLAIN>(sc, t, sm, sq, pos, it, w);
 #pragma unroll 1
-    for (; it < n_blocks; it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, it, w);
-    wg_last<C>(sm, n_blocks, w);
+    for (; it < n_blocks; it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);
+    wg_last<C>(sm, pos + n_blocks - 1, w);
 }
 
-// Warpgroup g's 64 rows against the split's key blocks, then the epilogue. Plain scores (no softcap, no
-// ALiBi, scale > 0: the common case) take the path with the scale folded into the exponent.
+// Warpgroup g's 64 rows of tile t (after `tiles` of the CTA's tiles with key blocks; its blocks from ring
+// position pos)
+// against the split's key blocks, then the epilogue. Plain scores (no softcap, no ALiBi, scale > 0: the
+// common case) take the path with the scale folded into the exponent.
 template <class C>
-__device__ void wg_consume(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, const wg_smem &sm) {
+__device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, const wg_smem &sm, int tiles,
+                                int pos) {
     int g = threadIdx.x / 128;
     score_consts sc = score_consts_of(p, t.s.s_q, t.s.s_k);
     wg_regs<C> w;
@@ -343,31 +392,44 @@ __device__ void wg_consume(const fc_problem &p, const fwd_tile &t, fc_split_ws w
 
     if (t.n_hi > t.n_lo) {
         const char *sq = sm.q + g * 64 * 128;
-        mbar_wait(sm.q_full, 0);
+        mbar_wait(sm.q_full, tiles & 1);
         if (p.rotary_cos) {
             wg_rotate_q<C>(p, t, sm.q, g);
             fence_proxy_async();
             named_bar_sync(2 + g, 128);
         }
         if (sc.cap == 0.0f && !p.alibi && sc.mul > 0.0f)
-            wg_blocks<C, true>(sc, t, sm, sq, w);
+            wg_blocks<C, true>(sc, t, sm, sq, pos, w);
         else
-            wg_blocks<C, false>(sc, t, sm, sq, w);
+            wg_blocks<C, false>(sc, t, sm, sq, pos, w);
     }
     store_rows<C>(p, t, ws, w.o, w.st);
 }
 
+template <class C>
+__device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm) {
+    int pos = 0, tiles = 0;
+    for (int k = 0; k < C::TILES; k++) {
+        fwd_tile t;
+        if (!wg_tile_of<C>(p, ws.splits, k, t)) continue;
+        wg_consume_tile<C>(p, t, ws, sm, tiles, pos);
+        if (t.n_hi > t.n_lo) {
+            pos += t.n_hi - t.n_lo;
+            tiles++;
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
-// The kernel. Grid: (packed-row tiles, splits, batch * h_k). Block: 128 (CONSUMERS + 1) threads.
+// The kernel. Grid: (packed-row tiles / TILES, splits, batch * h_k). Block: 128 (CONSUMERS + 1) threads.
 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_constant__ fc_problem p, fc_split_ws ws) {
     extern __shared__ __align__(128) char wg_smem_raw[]; // rounded up to 1024 in wg_smem_of
-    fwd_tile t;
-    if (!fwd_tile_of<C::BM, C::BN, false>(p, ws.splits, t)) return;
     wg_smem sm = wg_smem_of<C>(wg_smem_raw);
     if (threadIdx.x == 0) {
         mbar_init(sm.q_full, 128);
+        mbar_init(sm.q_empty, 4 * C::CONSUMERS);
         for (int i = 0; i < C::STAGES; i++) {
             mbar_init(&sm.k_full[i], 128);
             mbar_init(&sm.v_full[i], 128);
@@ -379,9 +441,9 @@ __global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_c
     __syncthreads();
     if (threadIdx.x >= 128 * C::CONSUMERS) {
         setmaxnreg_dec<C::PRODUCER_REGS>();
-        wg_produce<C>(p, t, sm);
+        wg_produce<C>(p, ws, sm);
     } else {
         setmaxnreg_inc<C::CONSUMER_REGS>();
-        wg_consume<C>(p, t, ws, sm);
+        wg_consume<C>(p, ws, sm);
     }
 }
