@@ -32,6 +32,7 @@ struct wg_cfg {
     static constexpr int PRODUCER_REGS = 72, CONSUMER_REGS = 216;   // 128 * 72 + 256 * 216 = 384 * 168 (the producer spills at 56)
     static_assert(D % 64 == 0 && DV % 64 == 0 && DV <= 128, "wgmma tiles: d and d_v multiples of 64, d_v <= 128");
     static_assert(BN == 128, "one producer thread per key row");
+    static_assert(CONSUMERS == 2, "the consumers take turns in pairs (wg_step)");
     static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536 / THREADS / 8 * 8 * THREADS,
                   "setmaxnreg.inc waits forever for registers the CTA does not have");
 };
@@ -307,18 +308,27 @@ __device__ __forceinline__ void wg_first(const score_consts &sc, const fwd_tile 
     wg_pack_p<C>(w.s[0], w.pa);
 }
 
-// Block it >= 1 (ring position g = pos + it): issue S(it) and PV(it - 1); the softmax of S(it) runs
-// while PV(it - 1) does; then O is rescaled and P(it) packed. K(it) goes back once S(it) is in, V(it - 1)
-// once PV(it - 1) is done.
+// FlashAttention-3's order: the two consumer warpgroups take turns issuing a block's GEMMs (named
+// barriers 4 + wg), so one's softmax runs while the other's GEMMs do. Warpgroup 1 opens the turns of a
+// tile (wg_turns_open) and passes none after its last block, so each barrier sees as many arrivals as waits.
+__device__ __forceinline__ void wg_turns_open(int wg, int n_blocks) {
+    if (wg == 1 && n_blocks >= 2) named_bar_arrive(4, 256);
+}
+
+// Block it >= 1 (ring position g = pos + it): issue S(it) and PV(it - 1) in this warpgroup's turn; the
+// softmax of S(it) runs while PV(it - 1) and the other warpgroup's GEMMs do; then O is rescaled and P(it)
+// packed. K(it) goes back once S(it) is in, V(it - 1) once PV(it - 1) is done.
 template <class C, bool MASK, bool PLAIN>
 __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq,
                                         int pos, int it, wg_regs<C> &w) {
-    int g = pos + it, cur = g % C::STAGES, prev = (g - 1) % C::STAGES;
+    int g = pos + it, cur = g % C::STAGES, prev = (g - 1) % C::STAGES, wg = threadIdx.x / 128;
     float rescale[2];
     wg_acquire(&sm.k_full[cur], (g / C::STAGES) & 1);
-    wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
     wg_acquire(&sm.v_full[prev], ((g - 1) / C::STAGES) & 1);
+    named_bar_sync(4 + wg, 256);
+    wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
     wg_pv<C>(w.pa, sm.stages + prev * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0]);
+    if (wg == 0 || it < t.n_hi - t.n_lo - 1) named_bar_arrive(5 - wg, 256);
     wgmma_wait<1>(); // S(it) is in; PV(it - 1) may still run
     wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
     wg_release(&sm.k_empty[cur]);
@@ -358,6 +368,7 @@ __device__ void wg_blocks(const score_consts &sc, const fwd_tile &t, const wg_sm
         wg_first<C, true, PLAIN>(sc, t, sm, sq, pos, w);
     else
         wg_first<C, false, PLAIN>(sc, t, sm, sq, pos, w);
+    wg_turns_open(threadIdx.x / 128, n_blocks);
     int it = 1;
 #pragma unroll 1
     for (; it < n_blocks && masked(it); it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);

@@ -57,6 +57,9 @@ template <int R> __device__ __forceinline__ void setmaxnreg_dec() { asm volatile
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 // ---------------------------------------------------------------------------------------------
 // D(64 x N, fp32) = A(64 x 16) * B(16 x N) + (acc ? D : 0), one warpgroup. Accumulator layout (per
