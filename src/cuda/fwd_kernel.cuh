@@ -175,24 +175,32 @@ __device__ __forceinline__ void issue_block(const fc_problem &p, const fwd_tile 
     cp_async_commit();
 }
 
-// Rotary on the Q tile in shared memory: packed row m sits at absolute position s_k - s_q + r.
-template <class C>
-__device__ void rotate_q(const fc_problem &p, const fwd_tile &t, char *sq) {
-    typedef typename C::T T;
+// Rotary on rows [m_lo, m_hi) of a Q tile in shared memory, by `threads` threads (this one is tid):
+// packed row m sits at absolute position s_k - s_q + r; offset(m, chunk) is the tile's layout.
+template <typename T, class Offset>
+__device__ void rotate_q_rows(const fc_problem &p, const fwd_tile &t, char *sq, int m_lo, int m_hi, int tid,
+                              int threads, Offset offset) {
     int half = p.rotary_dim / 2;
-    for (int i = threadIdx.x; i < C::BM * half; i += C::THREADS) {
-        int m = i / half, k = i % half, pm = t.m0 + m;
+    for (int i = tid; i < (m_hi - m_lo) * half; i += threads) {
+        int m = m_lo + i / half, k = i % half, pm = t.m0 + m;
         if (pm >= t.packed_rows) continue;
         int pos = t.s.s_k - t.s.s_q + pm / t.group;
         int c0 = p.rotary_interleaved ? 2 * k : k, c1 = p.rotary_interleaved ? 2 * k + 1 : k + half;
-        T *x0 = (T *)(sq + swz_offset(m, c0 / 8, C::DPITCH)) + c0 % 8;
-        T *x1 = (T *)(sq + swz_offset(m, c1 / 8, C::DPITCH)) + c1 % 8;
+        T *x0 = (T *)(sq + offset(m, c0 / 8)) + c0 % 8;
+        T *x1 = (T *)(sq + offset(m, c1 / 8)) + c1 % 8;
         float cs = fc_load(p.rotary_cos, p.rotary_dtype, (int64_t)pos * p.rotary_sr + k);
         float sn = fc_load(p.rotary_sin, p.rotary_dtype, (int64_t)pos * p.rotary_sr + k);
         float a = (float)*x0, b = (float)*x1;
         *x0 = (T)(a * cs - b * sn);
         *x1 = (T)(a * sn + b * cs);
     }
+}
+
+// Rotary on the whole Q tile (swizzled rows of DPITCH chunks), by all threads.
+template <class C>
+__device__ void rotate_q(const fc_problem &p, const fwd_tile &t, char *sq) {
+    auto offset = [](int m, int c) { return swz_offset(m, c, C::DPITCH); };
+    rotate_q_rows<typename C::T>(p, t, sq, 0, C::BM, threadIdx.x, C::THREADS, offset);
 }
 
 // ---------------------------------------------------------------------------------------------

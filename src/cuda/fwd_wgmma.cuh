@@ -171,24 +171,11 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
 // ---------------------------------------------------------------------------------------------
 // Consumers (warpgroup g = threadIdx.x / 128).
 
-// Rotary on warpgroup g's 64 rows of the Q tile: packed row m sits at absolute position s_k - s_q + r.
+// Rotary on warpgroup g's 64 rows of the (128-byte swizzled) Q tile.
 template <class C>
 __device__ void wg_rotate_q(const fc_problem &p, const fwd_tile &t, char *sq, int g) {
-    typedef typename C::T T;
-    int half = p.rotary_dim / 2;
-    for (int i = threadIdx.x % 128; i < 64 * half; i += 128) {
-        int m = 64 * g + i / half, k = i % half, pm = t.m0 + m;
-        if (pm >= t.packed_rows) continue;
-        int pos = t.s.s_k - t.s.s_q + pm / t.group;
-        int c0 = p.rotary_interleaved ? 2 * k : k, c1 = p.rotary_interleaved ? 2 * k + 1 : k + half;
-        T *x0 = (T *)(sq + sw128_offset(m, c0 / 8, C::BM)) + c0 % 8;
-        T *x1 = (T *)(sq + sw128_offset(m, c1 / 8, C::BM)) + c1 % 8;
-        float cs = fc_load(p.rotary_cos, p.rotary_dtype, (int64_t)pos * p.rotary_sr + k);
-        float sn = fc_load(p.rotary_sin, p.rotary_dtype, (int64_t)pos * p.rotary_sr + k);
-        float a = (float)*x0, b = (float)*x1;
-        *x0 = (T)(a * cs - b * sn);
-        *x1 = (T)(a * sn + b * cs);
-    }
+    auto offset = [](int m, int c) { return sw128_offset(m, c, C::BM); };
+    rotate_q_rows<typename C::T>(p, t, sq, 64 * g, 64 * (g + 1), threadIdx.x % 128, 128, offset);
 }
 
 // Issue S = Q(warpgroup's 64 rows at sq) K(block at sk)^T: D / 16 k-steps, one commit group.
@@ -256,36 +243,15 @@ __device__ __forceinline__ void wg_mask_raw(const score_consts &sc, const row_sc
             if (!key_visible(sc, rs[e / 2].r, n * C::BN + f * 8 + 2 * (lane % 4) + e % 2)) s[f][e] = -INFINITY;
 }
 
-// softmax_update on raw dot products (half = row 0 or 1 of the thread): the max is taken before scaling
-// (mul > 0 keeps the order) and the scale folds into the exponent, one FFMA per score:
-// p = 2^(dot * mul - m), m the running max in the log2 domain as softmax_update keeps it.
-template <int NF>
-__device__ __forceinline__ float wg_softmax_raw(row_softmax &st, float (*s)[4], int half, float mul) {
-    float mx = -INFINITY;
-#pragma unroll
-    for (int f = 0; f < NF; f++) mx = fmaxf(mx, fmaxf(s[f][2 * half], s[f][2 * half + 1]));
-    float m = fmaxf(st.m, quad_max(mx) * mul);
-    float base = m == -INFINITY ? 0.0f : m;     // all masked so far: keep exp2 away from -inf - -inf
-    float rescale = fast_exp2(st.m - base), sum = 0.0f;
-#pragma unroll
-    for (int f = 0; f < NF; f++) {
-        s[f][2 * half] = fast_exp2(fmaf(s[f][2 * half], mul, -base));
-        s[f][2 * half + 1] = fast_exp2(fmaf(s[f][2 * half + 1], mul, -base));
-        sum += s[f][2 * half] + s[f][2 * half + 1];
-    }
-    st.l = st.l * rescale + sum;
-    st.m = m;
-    return rescale;
-}
-
 // Scores of key block n (masked when MASK) and the online-softmax step of the thread's two rows; PLAIN:
-// the scores are scaled dot products alone (wg_softmax_raw), else softcap / ALiBi apply (scores_block).
+// the scores are scaled dot products alone (softmax_update folds the scale into exp2), else softcap /
+// ALiBi apply (scores_block).
 template <class C, bool MASK, bool PLAIN>
 __device__ __forceinline__ void wg_softmax(const score_consts &sc, int n, wg_regs<C> &w, float rescale[2]) {
     if (PLAIN) {
         if (MASK) wg_mask_raw<C>(sc, w.rs, n, w.s[0]);
 #pragma unroll
-        for (int k = 0; k < 2; k++) rescale[k] = wg_softmax_raw<C::BN / 8>(w.st[k], w.s[0], k, sc.mul);
+        for (int k = 0; k < 2; k++) rescale[k] = softmax_update<C::BN / 8>(w.st[k], w.s[0], k, sc.mul);
     } else {
         scores_block<C, MASK>(sc, w.rs, n, w.s);
 #pragma unroll
