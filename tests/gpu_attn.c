@@ -42,6 +42,7 @@ static void *dev_alloc(size_t bytes) {
         return p;
     }
     cuda_die(cudaMalloc(&p, bytes), "cudaMalloc");
+    cuda_die(cudaMemset(p, 0xff, bytes), "cudaMemset"); /* poisoned: flashc may not rely on a workspace's contents */
     return p;
 }
 
