@@ -9,6 +9,7 @@
 #include "trace.cuh"
 
 #define MERGE_THREADS 256 // threads per block; `lanes` consecutive threads serve one (row, head)
+#define PRE 8              // partials per thread loaded ahead of the lse (merge_kernel)
 
 // What one merge reads and writes. n partial states of `rows` global rows by h heads, d_v features:
 //   partial (s, g, hh, c) at op[s*op_sn + g*op_sr + hh*op_sh + c],  its lse at lp[s*lp_sn + g*lp_sr + hh*lp_sh]
@@ -105,7 +106,7 @@ __device__ __forceinline__ float across_groups(float x, float *slot, int sg, int
 // ...; lane owns the feature chunks [c0, c0 + VEC), c0 = lane*VEC + k*lanes*VEC. The lse spreads all
 // partials over the item's threads. out = sum_s exp(lse_s - l) * out_s in fp32 (several partials'
 // loads in flight per thread; groups summed in a fixed order); an all-empty row gets out = 0,
-// lse = -inf; empty partials are never read. Shared memory (SG > 1): ITEMS * SG * (d_v + 1) floats.
+// lse = -inf; the values of empty partials are ignored. Shared memory (SG > 1): ITEMS * SG * (d_v + 1) floats.
 template <fc_dtype PD, fc_dtype OD, int VEC, int SG>
 __global__ void __launch_bounds__(MERGE_THREADS) merge_kernel(merge_desc m) {
     extern __shared__ float red[];
@@ -120,6 +121,15 @@ __global__ void __launch_bounds__(MERGE_THREADS) merge_kernel(merge_desc m) {
     // No early return: the split groups of an item meet at barriers.
     bool active = item < m.rows * m.h && !(m.rows_used && g >= *m.rows_used);
     float *acc_slots = red + (int64_t)local * SG * (m.d_v + 1), *lse_slots = acc_slots + SG * m.d_v;
+    int64_t op_off = g * m.op_sr + hh * m.op_sh; // partial s at element op_off + s*op_sn
+
+    // The first pass's first PRE partials of this thread, loaded before the lse: they do not depend on
+    // it, so the merge waits for one round of loads instead of two (values of empty partials are ignored).
+    float pre[PRE][VEC];
+    bool pre_in = active && lane * VEC < m.d_v;
+#pragma unroll
+    for (int k = 0; k < PRE; k++)
+        if (pre_in && sg + k * SG < m.n) load_vec<PD, VEC>(m.op, op_off + (sg + k * SG) * m.op_sn + lane * VEC, pre[k]);
 
     const float *lp = m.lp + g * m.lp_sr + hh * m.lp_sh;
     float lmax = -INFINITY;
@@ -133,7 +143,6 @@ __global__ void __launch_bounds__(MERGE_THREADS) merge_kernel(merge_desc m) {
     sum = across_groups<SG, false>(group_sum(sum, m.lanes), lse_slots, sg, lane);
     float l = lmax == -INFINITY ? -INFINITY : lmax + logf(sum);
 
-    int64_t op_off = g * m.op_sr + hh * m.op_sh; // partial s at element op_off + s*op_sn
     int64_t b = g / m.rows_per_seq, r = g % m.rows_per_seq;
     int64_t out_off = b * m.o_sb + r * m.o_sr + hh * m.o_sh;
     for (int base = 0; base < m.d_v; base += m.lanes * VEC) { // same trip count for every thread (barriers)
@@ -142,8 +151,15 @@ __global__ void __launch_bounds__(MERGE_THREADS) merge_kernel(merge_desc m) {
         float acc[VEC];
         for (int i = 0; i < VEC; i++) acc[i] = 0.0f;
         if (active && in && l != -INFINITY) {
+            int s = sg;
+            if (base == 0) // the preloaded partials
+#pragma unroll
+                for (int k = 0; k < PRE && s < m.n; k++, s += SG) {
+                    float ls = lp[s * m.lp_sn], w = expf(ls - l);
+                    for (int i = 0; i < VEC; i++) acc[i] = ls != -INFINITY ? fmaf(w, pre[k][i], acc[i]) : acc[i];
+                }
 #pragma unroll 4
-            for (int s = sg; s < m.n; s += SG) {
+            for (; s < m.n; s += SG) {
                 float ls = lp[s * m.lp_sn], x[VEC];
                 bool live = ls != -INFINITY;
                 if (live) load_vec<PD, VEC>(m.op, op_off + s * m.op_sn + c0, x);
