@@ -1,7 +1,7 @@
 """compare.py — times flashc against torch SDPA (cuDNN and flash backends) on one Hopper GPU, in one process.
 
 usage: python3 bench/compare.py [--set decode|prefill|all] [--json PATH] [--png PATH] [--eager]
-                                [--samples N] [--warmup N] [--only SUBSTRING]
+                                [--samples N] [--warmup N] [--only SUBSTRING] [--fresh]
 
 Shapes are the performance targets of DESIGN.md: paged decode (page 16; batch 1, 8, 32, 128 x context
 1k, 8k, 32k; page 1 and 256 at batch 8 x 32k; 32 query heads over 8 KV heads, d 128, bf16) and prefill
@@ -17,7 +17,15 @@ a serving engine runs decode), --eager times plain calls (launch overhead includ
 ceiling is measured in the same run (a large tensor's .sum(): bytes read / time; a copy is shown too)
 and decode GB/s (K+V bytes read once) is reported as a percentage of it. A backend that cannot run a
 shape (or flashc without CUDA kernels: FlashcError) shows n/a.
+
+--fresh runs each shape in its own child process (the parent measures the ceiling and prints the one
+table). Measured on an H100: after the set's earlier shapes have allocated and freed tens of GB, some
+shapes read slower than in a fresh process, flashc's paged reads and torch's dense ones alike (paged
+b128 x 1k 221 vs 187 us; the page-256 anchors 419 vs 355 us), so figures depended on the shapes run
+before them. A serving engine allocates its KV pool once, as a fresh process does.
 """
+import subprocess
+import tempfile
 import argparse
 import json
 import math
@@ -290,7 +298,7 @@ def print_table(rows, ceiling):
     for r in rows:
         if r["kind"] == "decode":
             rate = lambda k: ("%.0f GB/s" % r[k]["gbps"]) if r[k].get("gbps") else "n/a"
-            pct = lambda k: (" %3.0f%%" % (100 * r[k]["gbps"] / ceiling)) if r[k].get("gbps") else ""
+            pct = lambda k: (" %3.0f%%" % (100 * r[k]["gbps"] / ceiling)) if r[k].get("gbps") and ceiling else ""
             cols = [rate(k) + pct(k) for k in ("flashc", "cudnn", "flash")]
         else:
             cols = [("%.0f TF/s" % r[k]["tflops"]) if r[k].get("tflops") else "n/a" for k in ("flashc", "cudnn", "flash")]
@@ -341,6 +349,19 @@ def write_png(rows, path):
 
 # ------------------------------------------------------------------------------------------------
 
+def run_child(name, args):
+    """One shape measured by a child process (--fresh): its row from the child's JSON."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "row.json")
+        cmd = [sys.executable, os.path.abspath(__file__), "--set", "all", "--only", name, "--exact", "--no-ceiling",
+               "--samples", str(args.samples), "--warmup", str(args.warmup), "--json", path]
+        if args.eager:
+            cmd.append("--eager")
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        with open(path) as f:
+            return json.load(f)["rows"][0]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", default="all", choices=["decode", "prefill", "all"])
@@ -348,6 +369,9 @@ def main():
     ap.add_argument("--samples", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--eager", action="store_true", help="time plain calls instead of CUDA graph replays")
+    ap.add_argument("--fresh", action="store_true", help="each shape in its own child process")
+    ap.add_argument("--exact", action="store_true", help="--only names one shape exactly")
+    ap.add_argument("--no-ceiling", action="store_true", help=argparse.SUPPRESS)  # children of --fresh
     ap.add_argument("--json", default=None)
     ap.add_argument("--png", default=None)
     args = ap.parse_args()
@@ -365,19 +389,21 @@ def main():
     print("device: %s, %d SMs, L2 %.0f MB; torch %s, cuDNN %s; flashc %s" % (
         prop.name, prop.multi_processor_count, l2 / 1e6, torch.__version__, torch.backends.cudnn.version(), fl))
     t0 = time.time()
-    read, reads, copy = read_ceiling()
+    read, reads, copy = (None, {}, None) if args.no_ceiling else read_ceiling()
     torch.cuda.empty_cache()
-    print("streaming-read ceiling: %.0f GB/s (best of %s over 4 GiB); copy: %.0f GB/s (read + write)" % (
-        read, ", ".join("%s %.0f" % kv for kv in reads.items()), copy))
+    if read:
+        print("streaming-read ceiling: %.0f GB/s (best of %s over 4 GiB); copy: %.0f GB/s (read + write)" % (
+            read, ", ".join("%s %.0f" % kv for kv in reads.items()), copy))
     shapes = (decode_shapes() if args.set in ("decode", "all") else []) + \
              (prefill_shapes() if args.set in ("prefill", "all") else [])
     if args.only:
-        shapes = [s for s in shapes if args.only in s[0]]
+        shapes = [s for s in shapes if (args.only == s[0] if args.exact else args.only in s[0])]
     gen = torch.Generator(device="cuda")
     gen.manual_seed(0)
     rows = []
     for name, kind, p in shapes:
-        row = (run_decode if kind == "decode" else run_prefill)(name, p, args, l2, gen)
+        row = run_child(name, args) if args.fresh else \
+            (run_decode if kind == "decode" else run_prefill)(name, p, args, l2, gen)
         rows.append(row)
         torch.cuda.empty_cache()
         print("  %s done (%.0fs)" % (name, time.time() - t0), flush=True)
@@ -387,8 +413,9 @@ def main():
         meta = dict(device=prop.name, sms=prop.multi_processor_count, l2_bytes=l2, torch=torch.__version__,
                     cudnn=torch.backends.cudnn.version(), flashc=fl, read_ceiling_gbps=read, read_probes_gbps=reads,
                     copy_gbps=copy,
-                    timing="CUDA events, median of %d samples after %d warm-up, %s" % (
-                        args.samples, args.warmup, "eager" if args.eager else "CUDA graph replay"),
+                    timing="CUDA events, median of %d samples after %d warm-up, %s%s" % (
+                        args.samples, args.warmup, "eager" if args.eager else "CUDA graph replay",
+                        ", each shape in a fresh process" if args.fresh else ""),
                     date=time.strftime("%Y-%m-%d"))
         with open(args.json, "w") as f:
             json.dump(dict(meta=meta, rows=rows), f, indent=1)
