@@ -654,6 +654,20 @@ static void sweep_decode(group *g) {
                 c.nsplits = 3, c.splits[0] = 1, c.splits[1] = 3, c.splits[2] = 0;
                 run_case(g, &c);
             }
+    /* Enough tiles (sequences x KV heads; the harness keeps b <= MAX_BATCH, so many KV heads) to fill
+     * the H100's SMs alone: the decode config with one key warp per CTA (fewer tiles get two key warps
+     * per CTA, merged in shared memory): d 128 (>= 528 tiles), 256 (>= 264), 64 (>= 1056). */
+    static const int many[4][5] = {{128, 72, 2, 300, 1}, {128, 72, 2, 1000, 0}, {256, 36, 2, 500, 1}, {64, 136, 1, 200, 0}};
+    for (int j = 0; j < 4; j++) {
+        cfg c = cfg_base();
+        c.dt = DTYPES[j % 2];
+        c.d = c.d_v = many[j][0], c.h_k = many[j][1], c.h_q = many[j][1] * many[j][2], c.s_k = many[j][3];
+        c.b = 8, c.s_q = 1;
+        c.kv = many[j][4] ? KV_PAGED : KV_DENSE;
+        c.seqused = many[j][4];
+        c.nsplits = 3, c.splits[0] = 1, c.splits[1] = 3, c.splits[2] = 0;
+        run_case(g, &c);
+    }
 }
 
 /* Append with rotary (interleaved, half-split; rotary_dim d and d/2; fp32 and input-dtype tables)

@@ -226,6 +226,10 @@ int64_t kv_off(const prob *P, const fc_tensor *t, int b, int64_t j, int h) {
 static void build_lengths(prob *P) {
     const cfg *c = &P->c;
     int64_t row = 0;
+    if (c->b > MAX_BATCH) { /* the per-sequence arrays hold MAX_BATCH: a test asking for more is wrong */
+        fprintf(stderr, "problem.c: batch %d exceeds MAX_BATCH %d\n", c->b, MAX_BATCH);
+        abort();
+    }
     for (int i = 0; i < c->b; i++) {
         P->len_q[i] = c->q_varlen ? tu_randint(&P->rng, 0, c->s_q) : c->s_q;
         P->cap[i] = c->kv == KV_VARLEN ? tu_randint(&P->rng, 0, c->s_k) : c->s_k;

@@ -2,12 +2,15 @@
 #include "fwd_kernel.cuh"
 #include "fwd_wgmma.cuh"
 
-// Configs. Decode (s_q * group <= 16 packed rows): one warp, 32-key blocks, 3 stages: 53 KB at d 128, so
-// 4 CTAs (one warp per scheduler) and ~128 KB of K/V requests in flight per SM. Prefill: 4 warps, double
+// Configs. Decode (s_q * group <= 16 packed rows): KW key warps, each with all 16 rows against its part of
+// the CTA's keys through its own pipeline of 32-key blocks, 3 stages (53 KB per warp at d 128): one warp
+// per scheduler and ~128 KB of K/V requests in flight per SM. KW = 2 (the warps merge in shared memory)
+// when the tiles alone cannot fill the SMs: half the splits (b32 x 1k: none, no merge kernel); KW = 1
+// otherwise (longer CTAs, half the waves: b128 x 1k 186 vs 193 us). Prefill: 4 warps, double
 // buffered, 32-key blocks; up to d 128, 32 rows per warp (128-row tiles: each K/V fragment feeds two
 // MMAs; 255 registers, no spills — 64-key blocks spill and measured slower); above, 16 rows per warp.
-template <typename T, int D, int DV> struct decode_cfg {
-    typedef fwd_cfg<T, D, DV, 1, 32, 3, 1> type;
+template <typename T, int D, int DV, int KW> struct decode_cfg {
+    typedef fwd_cfg<T, D, DV, 1, 32, 3, 1, KW> type;
 };
 template <typename T, int D, int DV> struct prefill_cfg {
     static constexpr bool small = D <= 128 && DV <= 128;
@@ -38,9 +41,21 @@ template <typename T, int D, int DV> struct tiles_of<wg_cfg<T, D, DV>> {
 
 static bool use_decode_cfg(const fc_problem *p) { return (int64_t)p->s_q * (p->h_q / p->h_k) <= 16; }
 
+// CTAs of a config that fit on one SM, by shared memory and threads.
+static int ctas_per_sm(int smem, int threads) {
+    int n = (227 * 1024) / (smem + 1024);
+    if (n > 2048 / threads) n = 2048 / threads;
+    return n < 1 ? 1 : n;
+}
+
+// (query-row tile, KV head, sequence) work items of p at `rows` packed rows per tile.
+static int64_t tiles_of_problem(const fc_problem *p, int rows) {
+    return ((int64_t)p->s_q * (p->h_q / p->h_k) + rows - 1) / rows * p->h_k * p->batch;
+}
+
 // What the split planner needs to know of a config.
 struct cfg_info {
-    int rows, bn, smem, threads;
+    int rows, bn, smem, threads, kw; // kw: key warps, each taking a part of a split's blocks
 };
 
 static int sm_count(void) {
@@ -55,7 +70,7 @@ static int sm_count(void) {
 template <class C>
 static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (info) {
-        *info = cfg_info{C::BM * tiles_of<C>::n, C::BN, C::SMEM_BYTES, C::THREADS};
+        *info = cfg_info{C::BM * tiles_of<C>::n, C::BN, C::SMEM_BYTES, C::THREADS, pipe_of<C>::kw};
         return FC_OK;
     }
     int group = p->h_q / p->h_k;
@@ -81,7 +96,12 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
 
 template <typename T, int D, int DV>
 static fc_status launch_dims(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
-    if (use_decode_cfg(p)) return launch<typename decode_cfg<T, D, DV>::type>(p, ws, stream, info);
+    if (use_decode_cfg(p)) {
+        typedef typename decode_cfg<T, D, DV, 1>::type one;
+        if (tiles_of_problem(p, one::BM) < (int64_t)sm_count() * ctas_per_sm(one::SMEM_BYTES, one::THREADS))
+            return launch<typename decode_cfg<T, D, DV, 2>::type>(p, ws, stream, info); // key warps
+        return launch<one>(p, ws, stream, info);
+    }
     return launch<typename prefill_cfg<T, D, DV>::type>(p, ws, stream, info);
 }
 
@@ -105,16 +125,12 @@ static fc_status dispatch(const fc_problem *p, fc_split_ws ws, cudaStream_t stre
 // Splits: enough CTAs for one wave over the SMs (plan.c), counting how many CTAs of the chosen config
 // fit on an SM by shared memory and threads.
 int fc_cuda_plan_splits(const fc_problem *p) {
-    cfg_info c = {16, 64, 64 * 1024, 32};
+    cfg_info c = {16, 64, 64 * 1024, 32, 1};
     fc_split_ws none = {1, NULL, NULL};
     if (dispatch(p, none, 0, &c) != FC_OK) return 1;
-    int per_sm = (227 * 1024) / (c.smem + 1024);
-    if (per_sm > 2048 / c.threads) per_sm = 2048 / c.threads;
-    if (per_sm < 1) per_sm = 1;
-    int64_t m_tiles = ((int64_t)p->s_q * (p->h_q / p->h_k) + c.rows - 1) / c.rows;
-    int64_t items = m_tiles * p->h_k * p->batch;
-    int n_blocks = (p->s_k + c.bn - 1) / c.bn;
-    return fc_plan_num_splits(p->num_splits, items, n_blocks, sm_count() * per_sm);
+    int n_blocks = (p->s_k + c.bn - 1) / c.bn / c.kw; // blocks per key warp at one split
+    return fc_plan_num_splits(p->num_splits, tiles_of_problem(p, c.rows), n_blocks,
+                              sm_count() * ctas_per_sm(c.smem, c.threads));
 }
 
 fc_status fc_cuda_fwd_supported(const fc_problem *p) {

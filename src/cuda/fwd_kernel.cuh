@@ -17,11 +17,15 @@
 #include "tile/tile.cuh"
 #include "trace.cuh"
 
-template <typename T_, int D_, int DV_, int NWARPS_, int BN_, int STAGES_, int MT_>
+// Prefill (NWARPS row warps): the warps split the tile's rows and share every K/V block. Decode
+// (NWARPS = 1, KW key warps): each warp takes every row of the tile against its own part of the keys,
+// through its own pipeline (stages, row table), and the warps merge their states at the end.
+template <typename T_, int D_, int DV_, int NWARPS_, int BN_, int STAGES_, int MT_, int KW_ = 1>
 struct fwd_cfg {
     typedef T_ T;
-    static constexpr int D = D_, DV = DV_, NWARPS = NWARPS_, BN = BN_, STAGES = STAGES_, MT = MT_;
-    static constexpr int BM = 16 * MT * NWARPS, THREADS = 32 * NWARPS;
+    static constexpr int D = D_, DV = DV_, NWARPS = NWARPS_, BN = BN_, STAGES = STAGES_, MT = MT_, KW = KW_;
+    static constexpr int BM = 16 * MT * NWARPS, THREADS = 32 * NWARPS * KW;
+    static constexpr int LOADERS = 32 * NWARPS;                               // threads sharing one pipeline
     static constexpr int ROWS = 2 * MT;                                       // accumulator rows per thread
     static constexpr bool HEAD_MAJOR = NWARPS == 1;                          // decode: see fwd_tile_of
     static constexpr bool Q_REGS = NWARPS == 1 && MT == 1 && D <= 128;       // decode: Q fragments in registers
@@ -31,15 +35,35 @@ struct fwd_cfg {
     static constexpr int K_BYTES = BN * DPITCH * 16, V_BYTES = BN * DVPITCH * 16;
     static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
     static constexpr int ROWS_BYTES = 2 * BN * 8;                           // the row table (K and V)
-    static constexpr int SMEM_BYTES = Q_BYTES + STAGES * STAGE_BYTES + ROWS_BYTES;
+    static constexpr int PIPE_BYTES = STAGES * STAGE_BYTES + ROWS_BYTES;     // one pipeline: stages, row table
+    static constexpr int SMEM_BYTES = Q_BYTES + KW * PIPE_BYTES;
     static_assert(STAGES >= 2, "at least double buffering");
+    static_assert(KW == 1 || NWARPS == 1, "key warps only in the one-row-warp (decode) config");
 };
+
+// Pipelines of a config: fwd_cfg's have LOADERS threads and there are KW of them; other configs
+// (wg_cfg, whose consumers share slot_row and store_rows) number their threads as the CTA does.
+template <class C, class = void> struct pipe_of {
+    static constexpr int loaders = 1 << 30, kw = 1;
+};
+template <class C> struct pipe_of<C, decltype(void(C::LOADERS))> {
+    static constexpr int loaders = C::LOADERS, kw = C::KW;
+};
+// This thread's index among the threads of its pipeline, and its row warp.
+template <class C> __device__ __forceinline__ int pipe_tid() { return threadIdx.x % pipe_of<C>::loaders; }
+template <class C> __device__ __forceinline__ int row_warp() { return threadIdx.x % pipe_of<C>::loaders / 32; }
+// A barrier over the threads of one pipeline: the CTA, or (key warps) one warp.
+template <class C> __device__ __forceinline__ void pipe_sync() {
+    if constexpr (pipe_of<C>::kw > 1) __syncwarp();
+    else __syncthreads();
+}
 
 // ---------------------------------------------------------------------------------------------
 // Block info: which tile this CTA is, which rows and key blocks it covers.
 
 struct fwd_tile {
     int b, hk, split, m0;  // sequence, KV head, split index, first packed row
+    int kpart;             // key warp (decode with KW > 1): this warp's part of the split's key blocks
     int group;             // query heads per KV head
     fc_seqlen s;
     int packed_rows;       // s.s_q * group
@@ -51,7 +75,8 @@ struct fwd_tile {
 // K/V run together and share it in L2. Head major (decode): grid (h_k * splits * m tiles, b) with the KV
 // head fastest, so the CTAs of all heads of a sequence read each page's rows (adjacent across heads)
 // at about the same time.
-template <int BM, int BN, bool HEAD_MAJOR>
+// The key range is cut into splits * KW parts: part split * KW + kpart is [n_lo, n_hi).
+template <int BM, int BN, bool HEAD_MAJOR, int KW = 1>
 __device__ __forceinline__ bool fwd_tile_of(const fc_problem &p, int splits, fwd_tile &t) {
     if (HEAD_MAJOR) {
         int x = blockIdx.x;
@@ -76,8 +101,9 @@ __device__ __forceinline__ bool fwd_tile_of(const fc_problem &p, int splits, fwd
     int j0, j1;
     fc_key_range(&p, t.s.s_q, t.s.s_k, t.r_lo, t.r_hi, &j0, &j1);
     int nb_lo = j0 / BN, nb_hi = j1 > j0 ? (j1 + BN - 1) / BN : nb_lo;
-    int per = (nb_hi - nb_lo + splits - 1) / splits;
-    t.n_lo = min(nb_hi, nb_lo + t.split * per);
+    t.kpart = KW > 1 ? threadIdx.x / 32 : 0;
+    int per = (nb_hi - nb_lo + splits * KW - 1) / (splits * KW);
+    t.n_lo = min(nb_hi, nb_lo + (t.split * KW + t.kpart) * per);
     t.n_hi = min(nb_hi, t.n_lo + per);
     return true;
 }
@@ -106,7 +132,7 @@ __device__ __forceinline__ void load_q(const fc_problem &p, const fwd_tile &t, c
 // for on the spot.
 template <class C>
 struct row_locs {
-    static constexpr int R = (C::BN + C::THREADS - 1) / C::THREADS;
+    static constexpr int R = (C::BN + C::LOADERS - 1) / C::LOADERS;
     fc_kv_loc loc[R];
 };
 
@@ -115,7 +141,7 @@ __device__ __forceinline__ void locate_rows(const fc_problem &p, const fwd_tile 
     int n = t.n_hi - 1 - it;
 #pragma unroll
     for (int i = 0; i < row_locs<C>::R; i++) {
-        int r = threadIdx.x + i * C::THREADS, j = n * C::BN + r;
+        int r = pipe_tid<C>() + i * C::LOADERS, j = n * C::BN + r;
         L.loc[i] = it < n_blocks && r < C::BN && j < t.s.s_k ? fc_kv_locate(&p, &t.s, t.b, j) : fc_kv_loc{-1, 0};
     }
 }
@@ -125,7 +151,7 @@ template <class C>
 __device__ __forceinline__ void write_row_table(const fc_problem &p, const fwd_tile &t, const row_locs<C> &L, int64_t *rows) {
 #pragma unroll
     for (int i = 0; i < row_locs<C>::R; i++) {
-        int r = threadIdx.x + i * C::THREADS;
+        int r = pipe_tid<C>() + i * C::LOADERS;
         if (r >= C::BN) break;
         bool valid = L.loc[i].outer >= 0;
         rows[r] = valid ? fc_kv_offset(&p.k, L.loc[i]) + t.hk * p.k.sh : -1;
@@ -139,9 +165,9 @@ __device__ __forceinline__ void write_row_table(const fc_problem &p, const fwd_t
 template <class C, int CH, int PITCH>
 __device__ __forceinline__ void load_kv(const void *base, const int64_t *rows, char *dst) {
     const typename C::T *src = (const typename C::T *)base;
-    if constexpr (C::THREADS % CH == 0) {
-        constexpr int STEP = C::THREADS / CH;
-        int c = threadIdx.x % CH, r0 = threadIdx.x / CH;
+    if constexpr (C::LOADERS % CH == 0) {
+        constexpr int STEP = C::LOADERS / CH;
+        int c = pipe_tid<C>() % CH, r0 = pipe_tid<C>() / CH;
 #pragma unroll
         for (int r = r0; r < C::BN; r += STEP) {
             int64_t off = rows[r];
@@ -149,7 +175,7 @@ __device__ __forceinline__ void load_kv(const void *base, const int64_t *rows, c
         }
     } else {
 #pragma unroll 4
-        for (int i = threadIdx.x; i < C::BN * CH; i += C::THREADS) {
+        for (int i = pipe_tid<C>(); i < C::BN * CH; i += C::LOADERS) {
             int row = i / CH, c = i % CH;
             int64_t off = rows[row];
             cp_async_16(dst + swz_offset(row, c, PITCH), src + (off < 0 ? 0 : off) + c * 8, off >= 0);
@@ -168,7 +194,7 @@ __device__ __forceinline__ void issue_block(const fc_problem &p, const fwd_tile 
         write_row_table<C>(p, t, L, rows);
         L = L2;
         locate_rows<C>(p, t, it + 2, n_blocks, L2); // page-table reads two blocks ahead, in flight meanwhile
-        __syncthreads();
+        pipe_sync<C>();
         load_kv<C, C::DCH, C::DPITCH>(p.k.data, rows, stage);
         load_kv<C, C::DVCH, C::DVPITCH>(p.v.data, rows + C::BN, stage + C::K_BYTES);
     }
@@ -210,24 +236,24 @@ __device__ void rotate_q(const fc_problem &p, const fwd_tile &t, char *sq) {
 // Tile row (0 .. BM) of this thread's row slot k.
 template <class C>
 __device__ __forceinline__ int slot_row(int k) {
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    return warp * 16 * C::MT + (k / 2) * 16 + lane / 4 + 8 * (k % 2);
+    int lane = threadIdx.x % 32;
+    return row_warp<C>() * 16 * C::MT + (k / 2) * 16 + lane / 4 + 8 * (k % 2);
 }
 
 // This warp's Q fragments (one m16 tile, all of d), loaded once when C::Q_REGS.
 template <class C>
 __device__ __forceinline__ void load_q_frags(const char *sq, uint32_t (*qf)[4]) {
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
 #pragma unroll
     for (int kk = 0; kk < C::D / 16; kk++)
-        ldmatrix_x4(qf[kk], sq + swz_offset(warp * 16 + lane % 16, kk * 2 + lane / 16, C::DPITCH));
+        ldmatrix_x4(qf[kk], sq + swz_offset(row_warp<C>() * 16 + lane % 16, kk * 2 + lane / 16, C::DPITCH));
 }
 
 // s = Q(this warp's 16 MT rows) · K(block)^T; Q from registers (qf) when C::Q_REGS, else shared memory.
 template <class C>
 __device__ __forceinline__ void qk_block(const char *sq, const uint32_t (*qf)[4], const char *sk,
                                          float (*s)[C::BN / 8][4]) {
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int lane = threadIdx.x % 32, warp = row_warp<C>();
 #pragma unroll
     for (int mt = 0; mt < C::MT; mt++)
 #pragma unroll
@@ -347,19 +373,60 @@ __device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws w
     }
 }
 
+// Key warps (KW > 1) fold their states into warp 0 through shared memory (each warp's scratch is its
+// own pipeline's area, idle now; lane-strided, so conflict-free): per row, m = max(m_0, m_w) and
+// o = o_0 2^(m_0 - m) + o_w 2^(m_w - m), l likewise (l stays this thread's share of the quad's sum).
+template <class C>
+__device__ void merge_key_warps(float (*o)[C::DV / 8][4], row_softmax *st, char *pipes) {
+    int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+    constexpr int NO = C::MT * (C::DV / 8) * 4;
+    __syncwarp(); // every lane's reads of the stages are done before any lane writes over them
+    if (w > 0) {
+        float *x = (float *)(pipes + w * C::PIPE_BYTES) + lane;
+#pragma unroll
+        for (int k = 0; k < C::ROWS; k++) x[32 * (2 * k)] = st[k].m, x[32 * (2 * k + 1)] = st[k].l;
+#pragma unroll
+        for (int i = 0; i < NO; i++) x[32 * (2 * C::ROWS + i)] = (&o[0][0][0])[i];
+    }
+    __syncthreads();
+    if (w > 0) return;
+    for (int v = 1; v < C::KW; v++) {
+        const float *x = (const float *)(pipes + v * C::PIPE_BYTES) + lane;
+        float fa[C::ROWS], fb[C::ROWS];
+#pragma unroll
+        for (int k = 0; k < C::ROWS; k++) {
+            float mw = x[32 * (2 * k)], m = fmaxf(st[k].m, mw);
+            bool none = m == -INFINITY; // neither warp saw a key of this row
+            fa[k] = none ? 1.0f : fast_exp2(st[k].m - m);
+            fb[k] = none ? 0.0f : fast_exp2(mw - m);
+            st[k].l = st[k].l * fa[k] + x[32 * (2 * k + 1)] * fb[k];
+            st[k].m = m;
+        }
+#pragma unroll
+        for (int mt = 0; mt < C::MT; mt++)
+#pragma unroll
+            for (int f = 0; f < C::DV / 8; f++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int k = 2 * mt + e / 2, i = (mt * (C::DV / 8) + f) * 4 + e;
+                    o[mt][f][e] = o[mt][f][e] * fa[k] + x[32 * (2 * C::ROWS + i)] * fb[k];
+                }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The kernel. Grid: (packed-row tiles, splits, batch * h_k). Block: 32 * NWARPS threads.
 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__ fc_problem p, fc_split_ws ws) {
     extern __shared__ __align__(128) char smem[];
-    char *sq = smem, *stages = smem + C::Q_BYTES;
+    char *sq = smem, *stages = smem + C::Q_BYTES + (C::KW > 1 ? threadIdx.x / 32 : 0) * C::PIPE_BYTES;
     int64_t *rows = (int64_t *)(stages + C::STAGES * C::STAGE_BYTES);
     FC_STAMP(0);
     pdl_wait();              // launched early (PDL): the previous kernel's writes are visible past here
     pdl_launch_dependents(); // the merge of the partials may start launching
     fwd_tile t;
-    if (!fwd_tile_of<C::BM, C::BN, C::HEAD_MAJOR>(p, ws.splits, t)) return;
+    if (!fwd_tile_of<C::BM, C::BN, C::HEAD_MAJOR, C::KW>(p, ws.splits, t)) return; // the same for every warp
     score_consts sc = score_consts_of(p, t.s.s_q, t.s.s_k);
 
     // This thread's rows: query row, ALiBi slope, sink.
@@ -371,7 +438,7 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         int h = t.hk * t.group + pm % t.group;
         rs[k].r = pm / t.group;
         rs[k].slope = p.alibi ? p.alibi[t.b * p.alibi_sb + h * p.alibi_sh] * FC_LOG2E : 0.0f;
-        bool sink = p.sinks && t.split == 0;
+        bool sink = p.sinks && t.split == 0 && t.kpart == 0;
         st[k] = softmax_init(sink, sink ? p.sinks[h * p.sinks_sh] * FC_LOG2E : 0.0f);
     }
 
@@ -391,28 +458,26 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
 #pragma unroll
     for (int i = 0; i < C::STAGES - 1; i++) {
         issue_block<C>(p, t, i, n_blocks, stages + i * C::STAGE_BYTES, rows, locs, locs2);
-        __syncthreads(); // the row table is rewritten by the next block
+        pipe_sync<C>(); // the row table is rewritten by the next block
     }
     if (p.rotary_cos) {
         cp_async_wait<0>();
         __syncthreads();
         rotate_q<C>(p, t, sq);
     }
+    cp_async_wait<C::STAGES - 2>(); // Q landed with the first block's group (every thread's part of it) ...
+    __syncthreads();                 // ... and is read by every warp: the one CTA-wide barrier of the loop
 
     // Scores need score_of only on masked blocks or with softcap / ALiBi; otherwise the raw dot products
     // go to the softmax, the scale folded into its exp2 FFMA.
     bool plain = sc.cap == 0.0f && !p.alibi && sc.mul > 0.0f;
     uint32_t qf[C::Q_REGS ? C::D / 16 : 1][4];
-    if constexpr (C::Q_REGS) {
-        cp_async_wait<C::STAGES - 2>(); // Q landed with the first block's group
-        __syncthreads();
-        load_q_frags<C>(sq, qf);
-    }
+    if constexpr (C::Q_REGS) load_q_frags<C>(sq, qf);
 
     for (int it = 0; it < n_blocks; it++) {
         int n = t.n_hi - 1 - it;
         cp_async_wait<C::STAGES - 2>(); // block it has landed (this thread's copies) ...
-        __syncthreads();                 // ... and every thread's; the stage read at it - 1 is free
+        pipe_sync<C>();                  // ... and every thread's; the stage read at it - 1 is free
         if (it == 0) FC_STAMP(1);
         if (it == n_blocks - 1) FC_STAMP(2);
         int ahead = it + C::STAGES - 1;
@@ -439,6 +504,10 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         pv_block<C>(sv, s, o);
     }
     cp_async_wait<0>(); // an empty split still issued the Q load
+    if constexpr (C::KW > 1) {
+        merge_key_warps<C>(o, st, smem + C::Q_BYTES);
+        if (t.kpart > 0) return;
+    }
     store_rows<C>(p, t, ws, o, st);
     FC_STAMP(3);
 }
