@@ -233,14 +233,25 @@ struct wg_regs {
 };
 
 // Plain scores (no softcap, no ALiBi, scale > 0): raw dot products, -inf where key block n hides them.
+// key_visible per row, hoisted: the thread's fragment column c = 8 f + e % 2 (key j0 + c) is visible iff
+// lo <= c <= hi, two compares with constants per score.
 template <class C>
 __device__ __forceinline__ void wg_mask_raw(const score_consts &sc, const row_scores *rs, int n, float (*s)[4]) {
-    int lane = threadIdx.x % 32;
+    int j0 = n * C::BN + 2 * (threadIdx.x % 4), lo[2], hi[2];
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        int diag = rs[k].r + sc.off, last = sc.s_k - 1;
+        if (sc.wr >= 0) last = min(last, diag + sc.wr);
+        lo[k] = sc.wl >= 0 ? max(diag - sc.wl - j0, -1) : -1;
+        hi[k] = max(last - j0, -1);
+    }
 #pragma unroll
     for (int f = 0; f < C::BN / 8; f++)
 #pragma unroll
-        for (int e = 0; e < 4; e++)
-            if (!key_visible(sc, rs[e / 2].r, n * C::BN + f * 8 + 2 * (lane % 4) + e % 2)) s[f][e] = -INFINITY;
+        for (int e = 0; e < 4; e++) {
+            int c = 8 * f + e % 2;
+            if (c < lo[e / 2] || c > hi[e / 2]) s[f][e] = -INFINITY;
+        }
 }
 
 // Scores of key block n (masked when MASK) and the online-softmax step of the thread's two rows; PLAIN:
