@@ -1,7 +1,7 @@
 # gpu_session.sh — one device session in one command: build, GPU sweep, torch comparison, bench, sanitizer.
 # usage (on the GPU machine, repo root): sh bench/gpu_session.sh [STEP...]
 #   steps: build attn compare bench sanitize demo (default: all but demo, in that order); each has a time limit
-#   (seconds: T_ATTN 200, T_COMPARE 200, T_BENCH 150, T_SANITIZE 150) so later steps still run.
+#   (seconds: T_ATTN 200, T_COMPARE 300, T_BENCH 150, T_SANITIZE 150) so later steps still run.
 # Logs and results go to $OUT (or /tmp/gpu-session-out): gpu_attn.log, compare.log/.json/.png, bench.log,
 # sanitize.log. The last lines printed summarise every step.
 
@@ -28,7 +28,7 @@ for s in $steps; do
     case $s in
     build) step build 300 make -j16 all $(ls tests/gpu_*.c tests/gpu_*.cu 2>/dev/null | sed -E 's#^tests/(.*)\.cu?$#build/tests/\1#') ;;
     attn) step gpu_attn "${T_ATTN:-200}" ./build/tests/gpu_attn ;;
-    compare) step compare "${T_COMPARE:-200}" env PYTHONUNBUFFERED=1 python3 bench/compare.py \
+    compare) step compare "${T_COMPARE:-300}" env PYTHONUNBUFFERED=1 python3 bench/compare.py --fresh \
         --json "$out/compare.json" --png "$out/compare.png" ;;
     bench) step bench "${T_BENCH:-150}" ./build/flashc-bench --device cuda --set perf ;;
     demo) step demo 120 ./build/flashc-bench --demo ;;
