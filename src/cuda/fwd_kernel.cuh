@@ -130,10 +130,16 @@ __device__ __forceinline__ void load_q(const fc_problem &p, const fwd_tile &t, c
 // Where the rows of a key block live: thread i holds rows i, i + THREADS, ... (outer < 0: past the
 // sequence's end). Loaded one block before the table is written, so a page-table read is never waited
 // for on the spot.
+// A row's location in 32-bit fields (page-table entries, sequence indices and cu_seqlens rows all fit):
+// a page-table read kept as int32 is not sign-extended to int64 where it is issued, which made the warp
+// wait for it there (ncu: 32% of page size 1's stall samples), two blocks before it is needed.
+struct kv_loc32 {
+    int outer, row; // outer < 0: past the sequence's end
+};
 template <class C>
 struct row_locs {
     static constexpr int R = (C::BN + C::LOADERS - 1) / C::LOADERS;
-    fc_kv_loc loc[R];
+    kv_loc32 loc[R];
 };
 
 template <class C>
@@ -142,7 +148,8 @@ __device__ __forceinline__ void locate_rows(const fc_problem &p, const fwd_tile 
 #pragma unroll
     for (int i = 0; i < row_locs<C>::R; i++) {
         int r = pipe_tid<C>() + i * C::LOADERS, j = n * C::BN + r;
-        L.loc[i] = it < n_blocks && r < C::BN && j < t.s.s_k ? fc_kv_locate(&p, &t.s, t.b, j) : fc_kv_loc{-1, 0};
+        fc_kv_loc l = it < n_blocks && r < C::BN && j < t.s.s_k ? fc_kv_locate(&p, &t.s, t.b, j) : fc_kv_loc{-1, 0};
+        L.loc[i] = kv_loc32{(int)l.outer, (int)l.row};
     }
 }
 
@@ -153,9 +160,10 @@ __device__ __forceinline__ void write_row_table(const fc_problem &p, const fwd_t
     for (int i = 0; i < row_locs<C>::R; i++) {
         int r = pipe_tid<C>() + i * C::LOADERS;
         if (r >= C::BN) break;
-        bool valid = L.loc[i].outer >= 0;
-        rows[r] = valid ? fc_kv_offset(&p.k, L.loc[i]) + t.hk * p.k.sh : -1;
-        rows[C::BN + r] = valid ? fc_kv_offset(&p.v, L.loc[i]) + t.hk * p.v.sh : -1;
+        fc_kv_loc l = {L.loc[i].outer, L.loc[i].row};
+        bool valid = l.outer >= 0;
+        rows[r] = valid ? fc_kv_offset(&p.k, l) + t.hk * p.k.sh : -1;
+        rows[C::BN + r] = valid ? fc_kv_offset(&p.v, l) + t.hk * p.v.sh : -1;
     }
 }
 
