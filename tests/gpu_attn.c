@@ -42,7 +42,10 @@ static void *dev_alloc(size_t bytes) {
         return p;
     }
     cuda_die(cudaMalloc(&p, bytes), "cudaMalloc");
-    cuda_die(cudaMemset(p, 0xff, bytes), "cudaMemset"); /* poisoned: flashc may not rely on a workspace's contents */
+    /* Poisoned: flashc may not rely on a workspace's contents. cudaMemset runs on the legacy stream,
+     * which does not order with g_stream (non-blocking): wait for it, or it can land after an upload. */
+    cuda_die(cudaMemset(p, 0xff, bytes), "cudaMemset");
+    cuda_die(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     return p;
 }
 
