@@ -24,14 +24,14 @@ shapes read slower than in a fresh process, flashc's paged reads and torch's den
 b128 x 1k 221 vs 187 us; the page-256 anchors 419 vs 355 us), so figures depended on the shapes run
 before them. A serving engine allocates its KV pool once, as a fresh process does.
 """
-import subprocess
-import tempfile
 import argparse
 import json
 import math
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 import torch

@@ -6,7 +6,8 @@
 // Warp w owns packed rows [16 MT w, 16 MT (w + 1)): MT m16 tiles, so each K/V fragment read from shared
 // memory feeds MT MMAs (FlashAttention-2's 32 rows per warp at MT = 2); K/V blocks of BN keys stream through STAGES shared-memory
 // buffers by cp.async: each thread copies 16-byte chunks into swizzled rows, the row addresses looked up
-// once per row (the page-table read) into a small table.
+// once per row (the page-table read) into a small table. Decode may instead give a tile KW key warps,
+// each with all rows and its own pipeline over a part of the keys (fwd_cfg, merge_key_warps).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -423,7 +424,8 @@ __device__ void merge_key_warps(float (*o)[C::DV / 8][4], row_softmax *st, char 
 }
 
 // ---------------------------------------------------------------------------------------------
-// The kernel. Grid: (packed-row tiles, splits, batch * h_k). Block: 32 * NWARPS threads.
+// The kernel. Grid: (packed-row tiles, splits, batch * h_k); decode (HEAD_MAJOR): (h_k * splits * tiles,
+// batch). Block: 32 * NWARPS * KW threads.
 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__ fc_problem p, fc_split_ws ws) {

@@ -233,18 +233,13 @@ struct wg_regs {
 };
 
 // Plain scores (no softcap, no ALiBi, scale > 0): raw dot products, -inf where key block n hides them.
-// key_visible per row, hoisted: the thread's fragment column c = 8 f + e % 2 (key j0 + c) is visible iff
-// lo <= c <= hi, two compares with constants per score.
+// Each row's visible range once (visible_range), then per score the fragment column c = 8 f + e % 2
+// (key j0 + c) against it: two compares with constants.
 template <class C>
 __device__ __forceinline__ void wg_mask_raw(const score_consts &sc, const row_scores *rs, int n, float (*s)[4]) {
     int j0 = n * C::BN + 2 * (threadIdx.x % 4), lo[2], hi[2];
 #pragma unroll
-    for (int k = 0; k < 2; k++) {
-        int diag = rs[k].r + sc.off, last = sc.s_k - 1;
-        if (sc.wr >= 0) last = min(last, diag + sc.wr);
-        lo[k] = sc.wl >= 0 ? max(diag - sc.wl - j0, -1) : -1;
-        hi[k] = max(last - j0, -1);
-    }
+    for (int k = 0; k < 2; k++) visible_range(sc, rs[k].r, j0, &lo[k], &hi[k]);
 #pragma unroll
     for (int f = 0; f < C::BN / 8; f++)
 #pragma unroll

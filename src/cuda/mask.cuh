@@ -41,6 +41,15 @@ __device__ __forceinline__ bool key_visible(const score_consts &c, int r, int j)
     return j < c.s_k && (c.wl < 0 || j >= diag - c.wl) && (c.wr < 0 || j <= diag + c.wr);
 }
 
+// key_visible for a whole row, relative to key j0: key j0 + c is visible iff lo <= c <= hi (both clamped
+// at -1, so a check of c >= 0 against them never overflows). Hoisted out of a block's per-score loop.
+__device__ __forceinline__ void visible_range(const score_consts &c, int r, int j0, int *lo, int *hi) {
+    int diag = r + c.off, last = c.s_k - 1;
+    if (c.wr >= 0) last = min(last, diag + c.wr);
+    *lo = c.wl >= 0 ? max(diag - c.wl - j0, -1) : -1;
+    *hi = max(last - j0, -1);
+}
+
 // Does any key of block [j0, j0 + bn) fall outside the visible range of some row in [r_lo, r_hi)?
 // (Only such blocks pay for per-element masking.)
 __device__ __forceinline__ bool block_needs_mask(const score_consts &c, int r_lo, int r_hi, int j0, int bn) {
