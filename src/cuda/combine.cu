@@ -110,8 +110,8 @@ __device__ __forceinline__ float across_groups(float x, float *slot, int sg, int
 template <fc_dtype PD, fc_dtype OD, int VEC, int SG>
 __global__ void __launch_bounds__(MERGE_THREADS) merge_kernel(merge_desc m) {
     extern __shared__ float red[];
-    pdl_wait();              // launched early (PDL): the partials are complete only past this point
-    pdl_launch_dependents(); // and the next kernel may start launching
+    pdl_launch_dependents(); // the next kernel may start launching now (a decode forward warms its L2) ...
+    pdl_wait();              // ... and this one was launched early (PDL): the partials are complete past here
     FC_STAMP(0);
     int per_item = m.lanes * SG, items = MERGE_THREADS / per_item, local = threadIdx.x / per_item;
     int t = threadIdx.x % per_item, sg = t / m.lanes, lane = t % m.lanes;

@@ -77,8 +77,9 @@ struct fwd_tile {
 // head fastest, so the CTAs of all heads of a sequence read each page's rows (adjacent across heads)
 // at about the same time.
 // The key range is cut into splits * KW parts: part split * KW + kpart is [n_lo, n_hi).
-template <int BM, int BN, bool HEAD_MAJOR, int KW = 1>
-__device__ __forceinline__ bool fwd_tile_of(const fc_problem &p, int splits, fwd_tile &t) {
+// Which tile and split this CTA (and key warp) is: b, hk, split, m0, kpart, group.
+template <int BM, bool HEAD_MAJOR, int KW>
+__device__ __forceinline__ void fwd_tile_coords(const fc_problem &p, int splits, fwd_tile &t) {
     if (HEAD_MAJOR) {
         int x = blockIdx.x;
         t.hk = x % p.h_k;
@@ -93,7 +94,12 @@ __device__ __forceinline__ bool fwd_tile_of(const fc_problem &p, int splits, fwd
         t.b = blockIdx.z / p.h_k;
     }
     t.group = p.h_q / p.h_k;
-    t.s = fc_seqlen_of(&p, t.b);
+    t.kpart = KW > 1 ? threadIdx.x / 32 : 0;
+}
+
+// The rows and key blocks of tile t given its sequence's lengths t.s; false when the tile has no rows.
+template <int BM, int BN, int KW>
+__device__ __forceinline__ bool fwd_tile_range(const fc_problem &p, int splits, fwd_tile &t) {
     t.packed_rows = t.s.s_q * t.group;
     if (t.m0 >= t.packed_rows) return false;
     t.r_lo = t.m0 / t.group;
@@ -102,11 +108,17 @@ __device__ __forceinline__ bool fwd_tile_of(const fc_problem &p, int splits, fwd
     int j0, j1;
     fc_key_range(&p, t.s.s_q, t.s.s_k, t.r_lo, t.r_hi, &j0, &j1);
     int nb_lo = j0 / BN, nb_hi = j1 > j0 ? (j1 + BN - 1) / BN : nb_lo;
-    t.kpart = KW > 1 ? threadIdx.x / 32 : 0;
     int per = (nb_hi - nb_lo + splits * KW - 1) / (splits * KW);
     t.n_lo = min(nb_hi, nb_lo + (t.split * KW + t.kpart) * per);
     t.n_hi = min(nb_hi, t.n_lo + per);
     return true;
+}
+
+template <int BM, int BN, bool HEAD_MAJOR, int KW = 1>
+__device__ __forceinline__ bool fwd_tile_of(const fc_problem &p, int splits, fwd_tile &t) {
+    fwd_tile_coords<BM, HEAD_MAJOR, KW>(p, splits, t);
+    t.s = fc_seqlen_of(&p, t.b);
+    return fwd_tile_range<BM, BN, KW>(p, splits, t);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -208,6 +220,53 @@ __device__ __forceinline__ void issue_block(const fc_problem &p, const fwd_tile 
         load_kv<C, C::DVCH, C::DVPITCH>(p.v.data, rows + C::BN, stage + C::K_BYTES);
     }
     cp_async_commit();
+}
+
+// L2 warm-up before pdl_wait (decode, launched early). The previous kernel may still be writing
+// anything this kernel reads, so what is read here only steers prefetches: the lengths and page-table
+// entries go through L2 (ld.global.cg: no stale copy stays in L1 for the real loads) and are clamped
+// to the tensors' bounds, and the kernel reads everything again after the wait.
+__device__ __forceinline__ fc_seqlen seqlen_peek(const fc_problem &p, int b) {
+    fc_seqlen s;
+    int q0 = p.cu_seqlens_q ? __ldcg(p.cu_seqlens_q + b) : 0;
+    s.q_row0 = q0;
+    s.s_q = p.cu_seqlens_q ? min(max(__ldcg(p.cu_seqlens_q + b + 1) - q0, 0), p.s_q) : p.s_q;
+    s.k_row0 = 0;
+    s.s_cache = p.seqused_k ? __ldcg(p.seqused_k + b) : p.s_k;
+    s.s_k = min(max(s.s_cache + (p.k_new.data ? p.s_new : 0), 0), p.s_k);
+    return s;
+}
+
+// Prefetch into L2 the K and V rows of this warp's first PF blocks (the blocks its pipeline loads first);
+// dense and paged caches (a varlen cache's rows have no bound known here).
+template <class C, int PF>
+__device__ void warm_first_blocks(const fc_problem &p, int splits) {
+    if (p.kv_layout == FC_KV_VARLEN) return;
+    fwd_tile t;
+    fwd_tile_coords<C::BM, C::HEAD_MAJOR, C::KW>(p, splits, t);
+    t.s = seqlen_peek(p, t.b);
+    if (!fwd_tile_range<C::BM, C::BN, C::KW>(p, splits, t)) return;
+    constexpr int KB = C::D * sizeof(typename C::T), VB = C::DV * sizeof(typename C::T); // bytes per row
+    const char *kb = (const char *)p.k.data, *vb = (const char *)p.v.data;
+    for (int it = 0; it < PF && it < t.n_hi - t.n_lo; it++)
+        for (int r = pipe_tid<C>(); r < C::BN; r += C::LOADERS) {
+            int j = (t.n_hi - 1 - it) * C::BN + r;
+            if (j >= t.s.s_k) continue;
+            fc_kv_loc l = {t.b, j};
+            if (p.kv_layout == FC_KV_PAGED) {
+                int page = fc_fast_div(j, p.page_div_mul, p.page_div_shift); // < max_pages: j < s_k
+                l.outer = min(max(__ldcg(p.page_table + t.b * p.page_table_sb + page), 0), p.num_pages - 1);
+                l.row = j - page * p.page_size;
+            }
+            const char *k = kb + (fc_kv_offset(&p.k, l) + t.hk * p.k.sh) * sizeof(typename C::T);
+            const char *v = vb + (fc_kv_offset(&p.v, l) + t.hk * p.v.sh) * sizeof(typename C::T);
+#pragma unroll
+            for (int c = 0; c < KB; c += 128) prefetch_l2(k + c);
+            if (KB % 128) prefetch_l2(k + KB - 1);
+#pragma unroll
+            for (int c = 0; c < VB; c += 128) prefetch_l2(v + c);
+            if (VB % 128) prefetch_l2(v + VB - 1);
+        }
 }
 
 // Rotary on rows [m_lo, m_hi) of a Q tile in shared memory, by `threads` threads (this one is tid):
@@ -433,6 +492,7 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
     char *sq = smem, *stages = smem + C::Q_BYTES + (C::KW > 1 ? threadIdx.x / 32 : 0) * C::PIPE_BYTES;
     int64_t *rows = (int64_t *)(stages + C::STAGES * C::STAGE_BYTES);
     FC_STAMP(0);
+    if constexpr (C::HEAD_MAJOR) warm_first_blocks<C, C::STAGES - 1>(p, ws.splits);
     pdl_wait();              // launched early (PDL): the previous kernel's writes are visible past here
     pdl_launch_dependents(); // the merge of the partials may start launching
     fwd_tile t;

@@ -12,6 +12,9 @@ __device__ __forceinline__ void cp_async_16(void *dst, const void *src, bool val
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes));
 }
 
+// Bring the 128-byte line holding global address p into L2 (a hint: nothing waits for it).
+__device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
 // Close the group of cp.async issued so far by this thread.
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
