@@ -20,6 +20,7 @@
 
 #include "gpu_util.h"
 #include "problem.h"
+#include "ref64.h"
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Options and device access (real CUDA, or the CPU backend standing in for it with FLASHC_GPU_FAKE) */
@@ -231,7 +232,7 @@ static void cmp_row(const prob *P, const refs *R, const gpu_run *g, int b, int64
     const cfg *c = &P->c;
     int64_t row = P->q_row0[b] + r, o = out_off(P, b, r, h);
     const void *cpu = reg_host(P, &P->out);
-    int sampled = row % R->row_step == 0, masked = 0;
+    int sampled = ref64_sampled(row, r, P->len_q[b], R->row_step), masked = 0;
     if (c->lse) {
         double cl = ((const float *)reg_host(P, &P->lse))[lse_off(P, b, r, h)];
         double gl = ((const float *)g->lse)[lse_off(P, b, r, h)];
@@ -548,23 +549,37 @@ static void sweep_alibi_sinks(group *g) {
                 }
 }
 
-/* d_v != d: (192, 128), which the GPU supports, and pairs it may not (then SKIPPED). */
+/* d_v != d: (192, 128) at a longer pair (its own kernel), then every ordered pair of distinct head dims
+ * (the others run padded to max(d, d_v)) as prefill and as paged GQA decode, each dtype. */
 static void sweep_dv(group *g) {
-    static const int dd[][2] = {{192, 128}, {192, 128}, {128, 64}, {64, 256}};
+    static const int hd[5] = {64, 96, 128, 192, 256};
     int i = 0;
-    for (int t = 0; t < 2; t++)
-        for (int k = 0; k < 4; k++)
-            for (int causal = 0; causal < 2; causal++, i++) {
+    for (int t = 0; t < 2; t++, i++) {
+        cfg c = cfg_base();
+        c.dt = DTYPES[t];
+        set_heads(&c, i);
+        c.d = 192, c.d_v = 128, c.causal = t, c.s_q = 300, c.s_k = 411, c.b = 1;
+        c.splits[0] = split_of(i);
+        run_case(g, &c);
+    }
+    for (int a = 0; a < 5; a++)
+        for (int b = 0; b < 5; b++)
+            for (int decode = 0; decode < 2; decode++, i++) {
+                if (a == b) continue;
                 cfg c = cfg_base();
-                c.dt = DTYPES[t];
-                set_heads(&c, i);
-                c.d = dd[k][0];
-                c.d_v = dd[k][1];
-                c.causal = causal;
-                c.s_q = k == 1 ? 300 : i % 2 ? 37 : 91;
-                c.s_k = k == 1 ? 411 : i % 2 ? 91 : 37;
-                if (k == 1) c.b = 1;
+                c.dt = DTYPES[i % 2];
+                c.d = hd[a];
+                c.d_v = hd[b];
+                c.causal = i % 3 == 0;
                 c.splits[0] = split_of(i);
+                if (decode) {
+                    c.h_q = 8, c.h_k = 2, c.s_q = 1, c.s_k = 300 + i;
+                    c.kv = KV_PAGED, c.page_size = i % 4 ? 16 : 3, c.seqused = 1;
+                } else {
+                    set_heads(&c, i);
+                    c.s_q = i % 2 ? 37 : 91;
+                    c.s_k = i % 2 ? 91 : 37;
+                }
                 run_case(g, &c);
             }
 }

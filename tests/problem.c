@@ -511,10 +511,15 @@ int refs_run(const fc_attn_args *a, refs *R) {
 }
 
 double refs_err_low(const prob *P, const refs *R) {
-    int64_t per_row = (int64_t)P->c.h_q * P->c.d_v, n = P->total_q * per_row;
+    int64_t per_row = (int64_t)P->c.h_q * P->c.d_v;
     double err_low = 0;
-    for (int64_t i = 0; i < n; i++)
-        if ((i / per_row) % R->row_step == 0) err_low = fmax(err_low, fabs(R->low[i] - R->out[i]));
+    for (int b = 0; b < P->c.b; b++)
+        for (int64_t r = 0; r < P->len_q[b]; r++) {
+            int64_t row = P->q_row0[b] + r;
+            if (!ref64_sampled(row, r, P->len_q[b], R->row_step)) continue;
+            for (int64_t i = row * per_row; i < (row + 1) * per_row; i++)
+                err_low = fmax(err_low, fabs(R->low[i] - R->out[i]));
+        }
     return err_low;
 }
 

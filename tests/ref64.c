@@ -322,7 +322,7 @@ int ref64_attn(const fc_attn_args *a, int row_step, int lowp, double *out, doubl
             for (int h = hk * group; h < (hk + 1) * group; h++)
                 for (int64_t r = 0; r < s.s_q; r++) {
                     int64_t row = s.q_row0 + r;
-                    if (row % row_step) continue;
+                    if (!ref64_sampled(row, r, s.s_q, row_step)) continue;
                     attend_row(&c, b, h, &s, r, &kv, qv, sc, out + (row * c.h_q + h) * c.d_v,
                                lse + row * c.h_q + h);
                 }

@@ -12,10 +12,11 @@
 template <typename T, int D, int DV, int KW> struct decode_cfg {
     typedef fwd_cfg<T, D, DV, 1, 32, 3, 1, KW> type;
 };
-template <typename T, int D, int DV> struct prefill_cfg {
+template <typename T, int D, int DV> struct mma_prefill_cfg {
     static constexpr bool small = D <= 128 && DV <= 128;
     typedef fwd_cfg<T, D, DV, 4, 32, 2, small ? 2 : 1> type;
 };
+template <typename T, int D, int DV> struct prefill_cfg : mma_prefill_cfg<T, D, DV> {};
 // Prefill at d = d_v = 64 or 128: the wgmma kernel (fwd_wgmma.cuh): 128-row tiles, 128-key blocks.
 template <typename T> struct prefill_cfg<T, 64, 64> {
     typedef wg_cfg<T, 64, 64> type;
@@ -94,6 +95,8 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
     return FC_OK;
 }
 
+// Kernels of head dims D, DV for p, whose d, d_v are these or (padded) smaller: fwd_kernel zero-fills
+// the extra chunks; the wgmma kernel has no such path, so padded prefill runs the mma.sync config.
 template <typename T, int D, int DV>
 static fc_status launch_dims(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (use_decode_cfg(p)) {
@@ -102,24 +105,26 @@ static fc_status launch_dims(const fc_problem *p, fc_split_ws ws, cudaStream_t s
             return launch<typename decode_cfg<T, D, DV, 2>::type>(p, ws, stream, info); // key warps
         return launch<one>(p, ws, stream, info);
     }
+    if (p->d != D || p->d_v != DV) return launch<typename mma_prefill_cfg<T, D, DV>::type>(p, ws, stream, info);
     return launch<typename prefill_cfg<T, D, DV>::type>(p, ws, stream, info);
 }
 
 // The one dispatch over dtype and head dims: launches, or (info != NULL) only reports the config.
+// d = d_v and d 192 / d_v 128 have their own kernels; any other pair runs padded to max(d, d_v).
 static fc_status dispatch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
 #define FC_DIMS(T)                                                                                 \
     if (p->d == 192 && p->d_v == 128) return launch_dims<T, 192, 128>(p, ws, stream, info);        \
-    if (p->d == p->d_v) switch (p->d) {                                                            \
-        case 64: return launch_dims<T, 64, 64>(p, ws, stream, info);                               \
-        case 96: return launch_dims<T, 96, 96>(p, ws, stream, info);                               \
-        case 128: return launch_dims<T, 128, 128>(p, ws, stream, info);                            \
-        case 192: return launch_dims<T, 192, 192>(p, ws, stream, info);                            \
-        case 256: return launch_dims<T, 256, 256>(p, ws, stream, info);                            \
-        }
+    switch (p->d > p->d_v ? p->d : p->d_v) {                                                       \
+    case 64: return launch_dims<T, 64, 64>(p, ws, stream, info);                                   \
+    case 96: return launch_dims<T, 96, 96>(p, ws, stream, info);                                   \
+    case 128: return launch_dims<T, 128, 128>(p, ws, stream, info);                                \
+    case 192: return launch_dims<T, 192, 192>(p, ws, stream, info);                                \
+    case 256: return launch_dims<T, 256, 256>(p, ws, stream, info);                                \
+    }
     if (p->dtype == FC_BF16) { FC_DIMS(__nv_bfloat16) } else { FC_DIMS(__half) }
 #undef FC_DIMS
-    return fc_fail(FC_ERR_UNSUPPORTED, "v", "d %d with d_v %d has no CUDA kernel (d_v = d, or d 192 with d_v 128)", p->d,
-                   p->d_v);
+    return fc_fail(FC_ERR_UNSUPPORTED, "q", "head dims d %d, d_v %d have no CUDA kernel (each one of 64, 96, 128, 192, 256)",
+                   p->d, p->d_v);
 }
 
 // Splits: enough CTAs for one wave over the SMs (plan.c), counting how many CTAs of the chosen config

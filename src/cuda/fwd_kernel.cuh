@@ -124,13 +124,17 @@ __device__ __forceinline__ bool fwd_tile_of(const fc_problem &p, int splits, fwd
 // ---------------------------------------------------------------------------------------------
 // Loads (global -> shared, cp.async, zero-filled outside the sequence).
 
+// Head dims: a config's D and DV may exceed the problem's d and d_v (a pair d != d_v other than 192/128 runs
+// on the d = d_v = max(d, d_v) kernel): chunks past d (Q, K) or d_v (V) are zero-filled without a read,
+// so the extra products are zeros, and only d_v output columns are stored.
+
 // Q tile: BM packed rows x D, gathered from (row, head) pairs.
 template <class C>
 __device__ __forceinline__ void load_q(const fc_problem &p, const fwd_tile &t, char *sq) {
     const typename C::T *q = (const typename C::T *)p.q.data;
     for (int i = threadIdx.x; i < C::BM * C::DCH; i += C::THREADS) {
         int m = i / C::DCH, c = i % C::DCH, pm = t.m0 + m;
-        bool valid = pm < t.packed_rows;
+        bool valid = pm < t.packed_rows && c < p.d / 8;
         const typename C::T *src = q;
         if (valid) {
             int r = pm / t.group, h = t.hk * t.group + pm % t.group;
@@ -180,26 +184,29 @@ __device__ __forceinline__ void write_row_table(const fc_problem &p, const fwd_t
     }
 }
 
-// One block of BN rows x CH chunks of K or V, from the row table, zero-filled past the end. When CH
-// divides the thread count, each thread keeps one chunk column (c = tid % CH) and walks rows
-// tid / CH, + THREADS / CH, ...: a table read, an add and the copy per chunk.
+// One block of BN rows x CH chunks of K or V (the first `used` of them read), from the row table,
+// zero-filled past the end. When CH divides the thread count, each thread keeps one chunk column
+// (c = tid % CH) and walks rows tid / CH, + THREADS / CH, ...: a table read, an add and the copy per chunk.
 template <class C, int CH, int PITCH>
-__device__ __forceinline__ void load_kv(const void *base, const int64_t *rows, char *dst) {
+__device__ __forceinline__ void load_kv(const void *base, const int64_t *rows, char *dst, int used) {
     const typename C::T *src = (const typename C::T *)base;
     if constexpr (C::LOADERS % CH == 0) {
         constexpr int STEP = C::LOADERS / CH;
         int c = pipe_tid<C>() % CH, r0 = pipe_tid<C>() / CH;
+        bool col = c < used;
 #pragma unroll
         for (int r = r0; r < C::BN; r += STEP) {
             int64_t off = rows[r];
-            cp_async_16(dst + swz_offset(r, c, PITCH), src + (off < 0 ? 0 : off) + c * 8, off >= 0);
+            bool valid = off >= 0 && col;
+            cp_async_16(dst + swz_offset(r, c, PITCH), src + (valid ? off + c * 8 : 0), valid);
         }
     } else {
 #pragma unroll 4
         for (int i = pipe_tid<C>(); i < C::BN * CH; i += C::LOADERS) {
             int row = i / CH, c = i % CH;
             int64_t off = rows[row];
-            cp_async_16(dst + swz_offset(row, c, PITCH), src + (off < 0 ? 0 : off) + c * 8, off >= 0);
+            bool valid = off >= 0 && c < used;
+            cp_async_16(dst + swz_offset(row, c, PITCH), src + (valid ? off + c * 8 : 0), valid);
         }
     }
 }
@@ -216,8 +223,8 @@ __device__ __forceinline__ void issue_block(const fc_problem &p, const fwd_tile 
         L = L2;
         locate_rows<C>(p, t, it + 2, n_blocks, L2); // page-table reads two blocks ahead, in flight meanwhile
         pipe_sync<C>();
-        load_kv<C, C::DCH, C::DPITCH>(p.k.data, rows, stage);
-        load_kv<C, C::DVCH, C::DVPITCH>(p.v.data, rows + C::BN, stage + C::K_BYTES);
+        load_kv<C, C::DCH, C::DPITCH>(p.k.data, rows, stage, p.d / 8);
+        load_kv<C, C::DVCH, C::DVPITCH>(p.v.data, rows + C::BN, stage + C::K_BYTES, p.d_v / 8);
     }
     cp_async_commit();
 }
@@ -246,7 +253,7 @@ __device__ void warm_first_blocks(const fc_problem &p, int splits) {
     fwd_tile_coords<C::BM, C::HEAD_MAJOR, C::KW>(p, splits, t);
     t.s = seqlen_peek(p, t.b);
     if (!fwd_tile_range<C::BM, C::BN, C::KW>(p, splits, t)) return;
-    constexpr int KB = C::D * sizeof(typename C::T), VB = C::DV * sizeof(typename C::T); // bytes per row
+    int kbytes = p.d * (int)sizeof(typename C::T), vbytes = p.d_v * (int)sizeof(typename C::T); // per row
     const char *kb = (const char *)p.k.data, *vb = (const char *)p.v.data;
     for (int it = 0; it < PF && it < t.n_hi - t.n_lo; it++)
         for (int r = pipe_tid<C>(); r < C::BN; r += C::LOADERS) {
@@ -260,12 +267,10 @@ __device__ void warm_first_blocks(const fc_problem &p, int splits) {
             }
             const char *k = kb + (fc_kv_offset(&p.k, l) + t.hk * p.k.sh) * sizeof(typename C::T);
             const char *v = vb + (fc_kv_offset(&p.v, l) + t.hk * p.v.sh) * sizeof(typename C::T);
-#pragma unroll
-            for (int c = 0; c < KB; c += 128) prefetch_l2(k + c);
-            if (KB % 128) prefetch_l2(k + KB - 1);
-#pragma unroll
-            for (int c = 0; c < VB; c += 128) prefetch_l2(v + c);
-            if (VB % 128) prefetch_l2(v + VB - 1);
+            for (int c = 0; c < kbytes; c += 128) prefetch_l2(k + c);
+            if (kbytes % 128) prefetch_l2(k + kbytes - 1);
+            for (int c = 0; c < vbytes; c += 128) prefetch_l2(v + c);
+            if (vbytes % 128) prefetch_l2(v + vbytes - 1);
         }
 }
 
@@ -424,17 +429,20 @@ __device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws w
         float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
         int64_t g = fc_global_row(&p, &t.s, t.b, r);
         if (ws.splits > 1) {
-            float *dst = ws.part_out + (((int64_t)t.split * p.total_q + g) * p.h_q + h) * C::DV;
+            float *dst = ws.part_out + (((int64_t)t.split * p.total_q + g) * p.h_q + h) * p.d_v;
 #pragma unroll
             for (int f = 0; f < C::DV / 8; f++)
-                *(float2 *)(dst + f * 8 + 2 * (lane % 4)) =
-                    make_float2(o[mt][f][2 * half] * inv, o[mt][f][2 * half + 1] * inv);
+                if (f * 8 < p.d_v)
+                    *(float2 *)(dst + f * 8 + 2 * (lane % 4)) =
+                        make_float2(o[mt][f][2 * half] * inv, o[mt][f][2 * half + 1] * inv);
             if (lane % 4 == 0) ws.part_lse[((int64_t)t.split * p.total_q + g) * p.h_q + h] = lse;
         } else {
             T *dst = (T *)p.out.data + fc_q_row_offset(&p.out, &t.s, t.b, r) + h * p.out.sh;
 #pragma unroll
             for (int f = 0; f < C::DV / 8; f++)
-                *(uint32_t *)(dst + f * 8 + 2 * (lane % 4)) = pack2<T>(o[mt][f][2 * half] * inv, o[mt][f][2 * half + 1] * inv);
+                if (f * 8 < p.d_v)
+                    *(uint32_t *)(dst + f * 8 + 2 * (lane % 4)) =
+                        pack2<T>(o[mt][f][2 * half] * inv, o[mt][f][2 * half + 1] * inv);
             if (p.lse && lane % 4 == 0)
                 p.lse[(int64_t)t.b * p.lse_sb + (int64_t)h * p.lse_sh + (t.s.q_row0 + r) * p.lse_sr] = lse;
         }
