@@ -1,4 +1,7 @@
 // fwd.cu — host side of the forward kernel: tile configs, split planning, launch per head dim and dtype.
+#include <cudaTypedefs.h>
+#include <string.h>
+
 #include "fwd_kernel.cuh"
 #include "fwd_wgmma.cuh"
 
@@ -25,20 +28,58 @@ template <typename T> struct prefill_cfg<T, 128, 128> {
     typedef wg_cfg<T, 128, 128> type;
 };
 
-// The kernel of a config: fwd_wgmma_kernel for wg_cfg, fwd_kernel otherwise.
-template <class C> struct kernel_of {
-    static constexpr void (*fn)(const fc_problem, fc_split_ws) = fwd_kernel<C>;
-};
-template <typename T, int D, int DV> struct kernel_of<wg_cfg<T, D, DV>> {
-    static constexpr void (*fn)(const fc_problem, fc_split_ws) = fwd_wgmma_kernel<wg_cfg<T, D, DV>>;
-};
 // Query tiles per CTA: wg_cfg's CTAs take TILES tiles each (fwd_wgmma.cuh, wg_tile_of), others one.
 template <class C> struct tiles_of {
     static constexpr int n = 1;
+    static constexpr bool wg = false;
 };
 template <typename T, int D, int DV> struct tiles_of<wg_cfg<T, D, DV>> {
     static constexpr int n = wg_cfg<T, D, DV>::TILES;
+    static constexpr bool wg = true;
 };
+
+// cuTensorMapEncodeTiled from the driver (no link to libcuda), or NULL.
+static PFN_cuTensorMapEncodeTiled_v12000 tma_encoder(void) {
+    static PFN_cuTensorMapEncodeTiled_v12000 fn;
+    static int looked;
+    if (!looked) {
+        void *f = NULL;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            fn = (PFN_cuTensorMapEncodeTiled_v12000)f;
+        cudaGetLastError();
+        looked = 1;
+    }
+    return fn;
+}
+
+// A TMA descriptor of dense K or V x (b, s_k, h_k, dim): (dim, h_k, s_k, b) in boxes of 64 x 1 x bn x 1,
+// 128-byte swizzle (fwd_wgmma.cuh's tile layout). 0 when TMA cannot take it (strides, alignment, driver).
+static int encode_kv_map(CUtensorMap *m, const fc_problem *p, const fc_view *x, int dim, int bn) {
+    PFN_cuTensorMapEncodeTiled_v12000 enc = tma_encoder();
+    if (!enc) return 0;
+    int64_t es = 2, sb = p->batch > 1 ? x->sb : x->sr * p->s_k; // b = 1: any batch stride will do
+    cuuint64_t dims[4] = {(cuuint64_t)dim, (cuuint64_t)p->h_k, (cuuint64_t)p->s_k, (cuuint64_t)p->batch};
+    cuuint64_t strides[3] = {(cuuint64_t)(x->sh * es), (cuuint64_t)(x->sr * es), (cuuint64_t)(sb * es)};
+    for (int i = 0; i < 3; i++)
+        if ((int64_t)strides[i] <= 0 || strides[i] % 16 || strides[i] >= (1ull << 40)) return 0;
+    if ((uintptr_t)x->data % 16) return 0;
+    cuuint32_t box[4] = {64, 1, (cuuint32_t)bn, 1}, step[4] = {1, 1, 1, 1};
+    CUtensorMapDataType t = p->dtype == FC_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    return enc(m, t, 4, x->data, dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// The wgmma kernel's K/V descriptors: dense caches only (paged and varlen rows go by cp.async).
+template <class C>
+static wg_tma wg_tma_of(const fc_problem *p) {
+    wg_tma tm;
+    memset(&tm, 0, sizeof tm);
+    tm.on = p->kv_layout == FC_KV_DENSE && encode_kv_map(&tm.k, p, &p->k, C::D, C::BN) &&
+            encode_kv_map(&tm.v, p, &p->v, C::DV, C::BN);
+    return tm;
+}
 
 static bool use_decode_cfg(const fc_problem *p) { return (int64_t)p->s_q * (p->h_q / p->h_k) <= 16; }
 
@@ -83,15 +124,21 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
     if (!fits)
         return fc_fail(FC_ERR_UNSUPPORTED, "q", "grid too large for the CUDA kernel (%lld tiles x %d splits x %lld)",
                        (long long)m_tiles, ws.splits, (long long)z);
-    void (*kernel)(const fc_problem, fc_split_ws) = kernel_of<C>::fn;
-    FC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES));
     dim3 grid = C::HEAD_MAJOR ? dim3((unsigned)x_major, (unsigned)p->batch, 1)
                               : dim3((unsigned)m_tiles, (unsigned)ws.splits, (unsigned)z);
-    if (C::HEAD_MAJOR) // decode: launched early (PDL), fwd_kernel waits for the previous kernel first
-        FC_CUDA_TRY(fc_launch_pdl(kernel, grid, dim3(C::THREADS), C::SMEM_BYTES, stream, *p, ws));
-    else
-        kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws);
-    FC_CUDA_LAUNCHED("fwd_kernel");
+    if constexpr (tiles_of<C>::wg) {
+        FC_CUDA_TRY(cudaFuncSetAttribute(fwd_wgmma_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES));
+        fwd_wgmma_kernel<C><<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, wg_tma_of<C>(p));
+        FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
+    } else {
+        void (*kernel)(const fc_problem, fc_split_ws) = fwd_kernel<C>;
+        FC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES));
+        if (C::HEAD_MAJOR) // decode: launched early (PDL), fwd_kernel waits for the previous kernel first
+            FC_CUDA_TRY(fc_launch_pdl(kernel, grid, dim3(C::THREADS), C::SMEM_BYTES, stream, *p, ws));
+        else
+            kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws);
+        FC_CUDA_LAUNCHED("fwd_kernel");
+    }
     return FC_OK;
 }
 

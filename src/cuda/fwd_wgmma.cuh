@@ -1,4 +1,4 @@
-// fwd_wgmma.cuh — the Hopper prefill kernel: wgmma QK^T and PV, a cp.async producer warpgroup, mbarrier ring.
+// fwd_wgmma.cuh — the Hopper prefill kernel: wgmma QK^T and PV, a TMA / cp.async producer warpgroup, mbarrier ring.
 //
 // Same tiles, splits, row tables, masks and epilogue as fwd_kernel (fwd_kernel.cuh): one CTA computes BM =
 // 64 CONSUMERS packed query rows of (sequence b, KV head hk) against the key blocks of one split.
@@ -8,8 +8,10 @@
 //   online softmax on S      registers; P rounded to T is wgmma's A-register fragment
 //   O(64 x DV) += P V        wgmma, A = P from registers, B = V from shared memory (MN-major)
 // with block i's S issued before block i - 1's PV, so one GEMM runs while the softmax waits on the other.
-// The last warpgroup produces: it looks up each block's rows (page tables) into a row table, copies K and
-// V by cp.async into rings of STAGES buffers and signals them on mbarriers (k_full, v_full); consumers
+// The last warpgroup produces: a dense cache's whole key blocks come by TMA (one thread, 64 features per
+// copy, wg_tma); other blocks (paged, varlen, a sequence's partial last block) it looks up row by row
+// (page tables) into a row table and copies by cp.async. Either way into rings of STAGES buffers,
+// signalled on mbarriers (k_full, v_full); consumers
 // hand K back as soon as S is computed and V after PV (k_empty, v_empty), so block i + 1's K is loading
 // while block i's softmax runs. Shared tiles use wgmma's 128-byte swizzle (tile/wgmma.cuh).
 #pragma once
@@ -35,6 +37,13 @@ struct wg_cfg {
     static_assert(CONSUMERS == 2, "the consumers take turns in pairs (wg_step)");
     static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536 / THREADS / 8 * 8 * THREADS,
                   "setmaxnreg.inc waits forever for registers the CTA does not have");
+};
+
+// TMA descriptors of dense K and V, (d, h_k, s_k, b) in boxes of 64 features x 1 head x BN keys with the
+// 128-byte swizzle (built on the host, fwd.cu); on = 0 when K/V are not dense or do not suit TMA.
+struct wg_tma {
+    CUtensorMap k, v;
+    int on;
 };
 
 // Where things live in shared memory (the base rounded up to 1024 bytes, as the swizzle needs).
@@ -128,11 +137,37 @@ __device__ __forceinline__ void wg_load_rows(const void *base, const int64_t *ro
 // all rows), then for K and for V wait for the buffer, copy, and have the copies' arrival signalled on
 // the buffer's barrier.
 template <class C>
-__device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const wg_smem &sm, int tid, int pos) {
+__device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const wg_smem &sm, const wg_tma &tm, int tid,
+                                  int pos) {
     int n_blocks = t.n_hi - t.n_lo;
     fc_kv_loc loc = wg_locate<C>(p, t, 0, n_blocks, tid);
     for (int it = 0; it < n_blocks; it++) {
-        int g = pos + it, stage = g % C::STAGES;
+        int g = pos + it, stage = g % C::STAGES, n = t.n_hi - 1 - it;
+        // Dense and every key of the block in the sequence: one thread copies it by TMA, 64 features at a
+        // time (the rest arrive without copies); otherwise every thread copies its rows by cp.async.
+        if (tm.on && (n + 1) * C::BN <= t.s.s_k) {
+            char *k = sm.stages + stage * C::STAGE_BYTES;
+            int parity = (g / C::STAGES - 1) & 1;
+            if (g >= C::STAGES) mbar_wait(&sm.k_empty[stage], parity);
+            if (tid == 0) {
+                fence_proxy_async(); // cp.async (generic proxy) may have written this buffer before
+                mbar_arrive_expect_tx(&sm.k_full[stage], C::K_BYTES);
+                for (int f = 0; f < C::D / 64; f++)
+                    tma_load_4d(k + f * C::BN * 128, &tm.k, 64 * f, t.hk, n * C::BN, t.b, &sm.k_full[stage]);
+            } else {
+                mbar_arrive(&sm.k_full[stage]);
+            }
+            if (g >= C::STAGES) mbar_wait(&sm.v_empty[stage], parity);
+            if (tid == 0) {
+                mbar_arrive_expect_tx(&sm.v_full[stage], C::V_BYTES);
+                for (int f = 0; f < C::DV / 64; f++)
+                    tma_load_4d(k + C::K_BYTES + f * C::BN * 128, &tm.v, 64 * f, t.hk, n * C::BN, t.b, &sm.v_full[stage]);
+            } else {
+                mbar_arrive(&sm.v_full[stage]);
+            }
+            loc = wg_locate<C>(p, t, it + 1, n_blocks, tid);
+            continue;
+        }
         int64_t *rows = sm.tables + (g % 2) * 2 * C::BN; // alternating: one barrier per block suffices
         bool valid = loc.outer >= 0;
         rows[tid] = valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
@@ -153,7 +188,7 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
 // The CTA's tiles: Q once the consumers are done with the previous tile's (q_empty), then its key blocks
 // (the next tile's first blocks load while the consumers finish the previous tile).
 template <class C>
-__device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &sm) {
+__device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
     int tid = threadIdx.x - 128 * C::CONSUMERS, pos = 0, tiles = 0;
     for (int k = 0; k < C::TILES; k++) {
         fwd_tile t;
@@ -161,7 +196,7 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
         if (tiles > 0) mbar_wait(sm.q_empty, (tiles - 1) & 1);
         wg_load_q<C>(p, t, sm.q, tid);
         mbar_cp_async_arrive(sm.q_full);
-        wg_produce_blocks<C>(p, t, sm, tid, pos);
+        wg_produce_blocks<C>(p, t, sm, tm, tid, pos);
         pos += t.n_hi - t.n_lo;
         tiles++;
     }
@@ -407,7 +442,8 @@ __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &s
 // The kernel. Grid: (packed-row tiles / TILES, splits, batch * h_k). Block: 128 (CONSUMERS + 1) threads.
 
 template <class C>
-__global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_constant__ fc_problem p, fc_split_ws ws) {
+__global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_constant__ fc_problem p, fc_split_ws ws,
+                                                                  const __grid_constant__ wg_tma tm) {
     extern __shared__ __align__(128) char wg_smem_raw[]; // rounded up to 1024 in wg_smem_of
     wg_smem sm = wg_smem_of<C>(wg_smem_raw);
     if (threadIdx.x == 0) {
@@ -424,7 +460,7 @@ __global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_c
     __syncthreads();
     if (threadIdx.x >= 128 * C::CONSUMERS) {
         setmaxnreg_dec<C::PRODUCER_REGS>();
-        wg_produce<C>(p, ws, sm);
+        wg_produce<C>(p, ws, sm, tm);
     } else {
         setmaxnreg_inc<C::CONSUMER_REGS>();
         wg_consume<C>(p, ws, sm);

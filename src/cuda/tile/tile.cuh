@@ -7,3 +7,4 @@
 #include "swizzle.cuh"
 #include "wgmma.cuh"
 #include "pdl.cuh"
+#include "tma.cuh"
