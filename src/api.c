@@ -275,6 +275,7 @@ static fc_status shape_keys(const fc_attn_args *a, fc_problem *p) {
             return fc_fail(FC_ERR_INVALID_ARGUMENT, "max_seqlen_k", "is required with varlen k on CUDA");
         p->cu_seqlens_k = (const int32_t *)a->cu_seqlens_k.data;
         p->s_k = a->max_seqlen_k; /* CPU: refined from the contents */
+        p->total_k = k->shape[0];
     } else {
         TRY(expect_dim(k, "k", 0, p->batch, "b, as q"));
         p->s_k = (int)k->shape[1];

@@ -53,6 +53,7 @@ typedef struct fc_problem {
     fc_kv_layout kv_layout;
     fc_view k, v;              /* paged: sb is the page stride, sr the row-in-page stride */
     int s_k;                   /* dense: cache capacity (k.shape[1]); varlen: max keys; paged: max_pages*page_size */
+    int64_t total_k;           /* varlen: rows of k and v (k.shape[0]); else 0 */
     const int32_t *cu_seqlens_k;
     const int32_t *seqused_k;  /* NULL: every key of the layout counts */
     const int32_t *page_table; /* paged: entry (b, p) at page_table[b*page_table_sb + p] */

@@ -39,11 +39,14 @@ struct wg_cfg {
                   "setmaxnreg.inc waits forever for registers the CTA does not have");
 };
 
-// TMA descriptors of dense K and V, (d, h_k, s_k, b) in boxes of 64 features x 1 head x BN keys with the
-// 128-byte swizzle (built on the host, fwd.cu); on = 0 when K/V are not dense or do not suit TMA.
+// TMA descriptors of K and V (built on the host, fwd.cu), in boxes of 64 features x 1 head x box_rows keys
+// with the 128-byte swizzle: dense (d, h_k, s_k, b), varlen (d, h_k, total_k, 1), paged (d, h_k,
+// page_size, num_pages) when pages are a multiple or a divisor of BN of at least 64 rows (box_rows =
+// min(page_size, BN)). kind = WG_TMA_OFF when K/V do not suit TMA.
+enum { WG_TMA_OFF = 0, WG_TMA_DENSE, WG_TMA_VARLEN, WG_TMA_PAGED };
 struct wg_tma {
     CUtensorMap k, v;
-    int on;
+    int kind, box_rows;
 };
 
 // Where things live in shared memory (the base rounded up to 1024 bytes, as the swizzle needs).
@@ -133,9 +136,29 @@ __device__ __forceinline__ void wg_load_rows(const void *base, const int64_t *ro
     }
 }
 
-// Every key block of tile t, ring positions pos ..: write the row table (a barrier: every thread reads
-// all rows), then for K and for V wait for the buffer, copy, and have the copies' arrival signalled on
-// the buffer's barrier.
+// Block n of tile t (K or V, `dim` features) by TMA into dst, counted on bar; thread 0 only. Paged: one box
+// per piece of box_rows keys, each within one page, at the (page, row) the row table pr holds for its
+// first key.
+template <class C>
+__device__ __forceinline__ void wg_tma_block(const wg_tma &tm, const CUtensorMap *map, const fwd_tile &t, int n, int dim,
+                                             const int64_t *pr, char *dst, uint64_t *bar) {
+    for (int f = 0; f < dim / 64; f++) {
+        char *d = dst + f * C::BN * 128;
+        if (tm.kind == WG_TMA_DENSE)
+            tma_load_4d(d, map, 64 * f, t.hk, n * C::BN, t.b, bar);
+        else if (tm.kind == WG_TMA_VARLEN)
+            tma_load_4d(d, map, 64 * f, t.hk, (int)t.s.k_row0 + n * C::BN, 0, bar);
+        else
+            for (int i = 0; i < C::BN; i += tm.box_rows)
+                tma_load_4d(d + i * 128, map, 64 * f, t.hk, (int)(pr[i] & 0xffffffff), (int)(pr[i] >> 32), bar);
+    }
+}
+
+// Every key block of tile t, ring positions pos ..: a block whose keys all lie in the sequence comes by
+// TMA where the cache allows (wg_tma): one thread copies, the others only arrive; otherwise every thread
+// copies its row by cp.async from a row table of element offsets. Paged TMA reads (page, row) from the
+// row table too. A table is written, then a barrier (every thread's entry is read), then for K and for
+// V: wait for the buffer, copy, and have the copies' arrival signalled on the buffer's barrier.
 template <class C>
 __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const wg_smem &sm, const wg_tma &tm, int tid,
                                   int pos) {
@@ -143,45 +166,38 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
     fc_kv_loc loc = wg_locate<C>(p, t, 0, n_blocks, tid);
     for (int it = 0; it < n_blocks; it++) {
         int g = pos + it, stage = g % C::STAGES, n = t.n_hi - 1 - it;
-        // Dense and every key of the block in the sequence: one thread copies it by TMA, 64 features at a
-        // time (the rest arrive without copies); otherwise every thread copies its rows by cp.async.
-        if (tm.on && (n + 1) * C::BN <= t.s.s_k) {
-            char *k = sm.stages + stage * C::STAGE_BYTES;
-            int parity = (g / C::STAGES - 1) & 1;
-            if (g >= C::STAGES) mbar_wait(&sm.k_empty[stage], parity);
-            if (tid == 0) {
-                fence_proxy_async(); // cp.async (generic proxy) may have written this buffer before
-                mbar_arrive_expect_tx(&sm.k_full[stage], C::K_BYTES);
-                for (int f = 0; f < C::D / 64; f++)
-                    tma_load_4d(k + f * C::BN * 128, &tm.k, 64 * f, t.hk, n * C::BN, t.b, &sm.k_full[stage]);
-            } else {
-                mbar_arrive(&sm.k_full[stage]);
-            }
-            if (g >= C::STAGES) mbar_wait(&sm.v_empty[stage], parity);
-            if (tid == 0) {
-                mbar_arrive_expect_tx(&sm.v_full[stage], C::V_BYTES);
-                for (int f = 0; f < C::DV / 64; f++)
-                    tma_load_4d(k + C::K_BYTES + f * C::BN * 128, &tm.v, 64 * f, t.hk, n * C::BN, t.b, &sm.v_full[stage]);
-            } else {
-                mbar_arrive(&sm.v_full[stage]);
-            }
-            loc = wg_locate<C>(p, t, it + 1, n_blocks, tid);
-            continue;
-        }
+        bool bulk = tm.kind != WG_TMA_OFF && (n + 1) * C::BN <= t.s.s_k, table = !bulk || tm.kind == WG_TMA_PAGED;
         int64_t *rows = sm.tables + (g % 2) * 2 * C::BN; // alternating: one barrier per block suffices
-        bool valid = loc.outer >= 0;
-        rows[tid] = valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
-        rows[C::BN + tid] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
+        if (table) {
+            bool valid = loc.outer >= 0;
+            rows[tid] = bulk ? loc.outer << 32 | loc.row : valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
+            rows[C::BN + tid] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
+        }
         loc = wg_locate<C>(p, t, it + 1, n_blocks, tid); // the next block's page-table reads, in flight meanwhile
-        named_bar_sync(1, 128);
+        if (table) named_bar_sync(1, 128);
         char *k = sm.stages + stage * C::STAGE_BYTES;
         int parity = (g / C::STAGES - 1) & 1;
         if (g >= C::STAGES) mbar_wait(&sm.k_empty[stage], parity);
-        wg_load_rows<C, C::DCH>(p.k.data, rows, k, tid);
-        mbar_cp_async_arrive(&sm.k_full[stage]);
+        if (!bulk) {
+            wg_load_rows<C, C::DCH>(p.k.data, rows, k, tid);
+            mbar_cp_async_arrive(&sm.k_full[stage]);
+        } else if (tid == 0) {
+            fence_proxy_async(); // cp.async (generic proxy) may have written this buffer before
+            mbar_arrive_expect_tx(&sm.k_full[stage], C::K_BYTES);
+            wg_tma_block<C>(tm, &tm.k, t, n, C::D, rows, k, &sm.k_full[stage]);
+        } else {
+            mbar_arrive(&sm.k_full[stage]);
+        }
         if (g >= C::STAGES) mbar_wait(&sm.v_empty[stage], parity);
-        wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, k + C::K_BYTES, tid);
-        mbar_cp_async_arrive(&sm.v_full[stage]);
+        if (!bulk) {
+            wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, k + C::K_BYTES, tid);
+            mbar_cp_async_arrive(&sm.v_full[stage]);
+        } else if (tid == 0) {
+            mbar_arrive_expect_tx(&sm.v_full[stage], C::V_BYTES);
+            wg_tma_block<C>(tm, &tm.v, t, n, C::DV, rows, k + C::K_BYTES, &sm.v_full[stage]);
+        } else {
+            mbar_arrive(&sm.v_full[stage]);
+        }
     }
 }
 
