@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cudaTypedefs.h>
+
 #include "cuda/tile/tile.cuh"
 
 static int n_pass, n_fail;
@@ -366,6 +368,73 @@ static void test_bulk_copy(void) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// TMA: a box of a 4-D tensor (d, h, rows, b) into shared memory with the 128-byte swizzle, rows past the
+// tensor's end as zeros; read back through sw128_offset (the wgmma tile layout).
+
+enum { TD = 128, TH = 3, TR = 200, TB = 2 };
+
+__global__ void k_tma(const __grid_constant__ CUtensorMap map, int c0, int c1, int c2, int c3, unsigned short *out) {
+    __shared__ __align__(1024) char s[128 * 128];
+    __shared__ __align__(8) uint64_t bar;
+    int tid = threadIdx.x; // 128 threads: thread r reads row r of the box
+    for (int i = tid; i < 128 * 128; i += 128) s[i] = (char)0x5A; // poison
+    if (tid == 0) mbar_init(&bar, 1);
+    mbar_fence_init();
+    __syncthreads();
+    if (tid == 0) {
+        fence_proxy_async();
+        mbar_arrive_expect_tx(&bar, 128 * 128);
+        tma_load_4d(s, &map, c0, c1, c2, c3, &bar);
+    }
+    mbar_wait(&bar, 0);
+    for (int c = 0; c < 8; c++)
+        for (int e = 0; e < 8; e++) out[tid * 64 + c * 8 + e] = ((const unsigned short *)(s + sw128_offset(tid, c, 128)))[e];
+}
+
+static void test_tma(void) {
+    static unsigned short h[TB * TR * TH * TD], out[128 * 64];
+    for (int i = 0; i < TB * TR * TH * TD; i++) h[i] = (unsigned short)(i * 13 + 1);
+    void *f = NULL;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+        check(false, "tma_load_4d", "no cuTensorMapEncodeTiled in the driver");
+        return;
+    }
+    unsigned short *d, *dout;
+    CK(cudaMalloc(&d, sizeof h));
+    CK(cudaMalloc(&dout, sizeof out));
+    CK(cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice));
+    CUtensorMap map;
+    cuuint64_t dims[4] = {TD, TH, TR, TB}, strides[3] = {TD * 2, TH * TD * 2, (cuuint64_t)TR * TH * TD * 2};
+    cuuint32_t box[4] = {64, 1, 128, 1}, step[4] = {1, 1, 1, 1};
+    CUresult r = ((PFN_cuTensorMapEncodeTiled_v12000)f)(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, d, dims, strides, box, step,
+                                                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        check(false, "tma_load_4d", "cuTensorMapEncodeTiled failed");
+        return;
+    }
+    static const int at[2][4] = {{0, 0, 0, 0}, {64, 2, 100, 1}}; // the second box runs 28 rows past the end
+    for (int k = 0; k < 2; k++) {
+        k_tma<<<1, 128>>>(map, at[k][0], at[k][1], at[k][2], at[k][3], dout);
+        CK(cudaGetLastError());
+        CK(cudaMemcpy(out, dout, sizeof out, cudaMemcpyDeviceToHost));
+        int bad = 0;
+        for (int row = 0; row < 128; row++)
+            for (int col = 0; col < 64; col++) {
+                int rr = at[k][2] + row;
+                unsigned short want = rr < TR ? h[(((size_t)at[k][3] * TR + rr) * TH + at[k][1]) * TD + at[k][0] + col] : 0;
+                bad += out[row * 64 + col] != want;
+            }
+        char msg[96];
+        snprintf(msg, sizeof msg, "box at (%d, %d, %d, %d): %d elements wrong", at[k][0], at[k][1], at[k][2], at[k][3], bad);
+        check(bad == 0, "tma_load_4d, 128-byte swizzle, zeros past the end", msg);
+    }
+    cudaFree(d); cudaFree(dout);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Math: fast_exp2 accuracy (incl. -inf -> 0), fast_tanh, quad and warp reductions.
 
 __global__ void k_math(const float *x, float *e2, float *th, int n) {
@@ -461,6 +530,7 @@ int main(void) {
     test_wgmma<__half, 128, 2>("wgmma m64n128k16 fp16, A from registers, B MN-major (transposed)", f2h, h2f);
     test_mbarrier();
     test_bulk_copy();
+    test_tma();
     test_math();
     test_reductions();
     printf("%d passed, %d failed\n", n_pass, n_fail);
