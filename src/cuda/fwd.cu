@@ -61,7 +61,7 @@ static int encode_kv_map(CUtensorMap *m, const fc_problem *p, const fc_view *x, 
                          int64_t so, int box_rows) {
     PFN_cuTensorMapEncodeTiled_v12000 enc = tma_encoder();
     if (!enc || rows <= 0 || outer <= 0) return 0;
-    int64_t es = 2;
+    int64_t es = fc_dtype_size(p->dtype);
     if (outer == 1) so = x->sr * rows; // one outer index: any stride will do
     cuuint64_t dims[4] = {(cuuint64_t)dim, (cuuint64_t)p->h_k, (cuuint64_t)rows, (cuuint64_t)outer};
     cuuint64_t strides[3] = {(cuuint64_t)(x->sh * es), (cuuint64_t)(x->sr * es), (cuuint64_t)(so * es)};

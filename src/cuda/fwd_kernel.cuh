@@ -76,8 +76,7 @@ struct fwd_tile {
 // K/V run together and share it in L2. Head major (decode): grid (h_k * splits * m tiles, b) with the KV
 // head fastest, so the CTAs of all heads of a sequence read each page's rows (adjacent across heads)
 // at about the same time.
-// The key range is cut into splits * KW parts: part split * KW + kpart is [n_lo, n_hi).
-// Which tile and split this CTA (and key warp) is: b, hk, split, m0, kpart, group.
+// fwd_tile_coords: which tile and split this CTA (and key warp) is: b, hk, split, m0, kpart, group.
 template <int BM, bool HEAD_MAJOR, int KW>
 __device__ __forceinline__ void fwd_tile_coords(const fc_problem &p, int splits, fwd_tile &t) {
     if (HEAD_MAJOR) {
@@ -98,6 +97,7 @@ __device__ __forceinline__ void fwd_tile_coords(const fc_problem &p, int splits,
 }
 
 // The rows and key blocks of tile t given its sequence's lengths t.s; false when the tile has no rows.
+// The key range is cut into splits * KW parts: part split * KW + kpart is [n_lo, n_hi).
 template <int BM, int BN, int KW>
 __device__ __forceinline__ bool fwd_tile_range(const fc_problem &p, int splits, fwd_tile &t) {
     t.packed_rows = t.s.s_q * t.group;
@@ -114,6 +114,7 @@ __device__ __forceinline__ bool fwd_tile_range(const fc_problem &p, int splits, 
     return true;
 }
 
+// This CTA's tile (Block info as FlashAttention's): coordinates, its sequence's lengths, its key blocks.
 template <int BM, int BN, bool HEAD_MAJOR, int KW = 1>
 __device__ __forceinline__ bool fwd_tile_of(const fc_problem &p, int splits, fwd_tile &t) {
     fwd_tile_coords<BM, HEAD_MAJOR, KW>(p, splits, t);
