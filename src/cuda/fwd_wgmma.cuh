@@ -154,6 +154,33 @@ __device__ __forceinline__ void wg_tma_block(const wg_tma &tm, const CUtensorMap
     }
 }
 
+// Every key block of tile t, ring positions pos .., all by cp.async (a cache TMA cannot take: pages under 64
+// rows, odd strides): write the row table (a barrier: every thread reads all rows), then for K and for V
+// wait for the buffer, copy, and have the copies' arrival signalled on the buffer's barrier. A loop of its
+// own: sharing one loop with the TMA path below cost pages of 16 ~7% (PERF.md step 35).
+template <class C>
+__device__ void wg_produce_rows(const fc_problem &p, const fwd_tile &t, const wg_smem &sm, int tid, int pos) {
+    int n_blocks = t.n_hi - t.n_lo;
+    fc_kv_loc loc = wg_locate<C>(p, t, 0, n_blocks, tid);
+    for (int it = 0; it < n_blocks; it++) {
+        int g = pos + it, stage = g % C::STAGES;
+        int64_t *rows = sm.tables + (g % 2) * 2 * C::BN; // alternating: one barrier per block suffices
+        bool valid = loc.outer >= 0;
+        rows[tid] = valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
+        rows[C::BN + tid] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
+        loc = wg_locate<C>(p, t, it + 1, n_blocks, tid); // the next block's page-table reads, in flight meanwhile
+        named_bar_sync(1, 128);
+        char *k = sm.stages + stage * C::STAGE_BYTES;
+        int parity = (g / C::STAGES - 1) & 1;
+        if (g >= C::STAGES) mbar_wait(&sm.k_empty[stage], parity);
+        wg_load_rows<C, C::DCH>(p.k.data, rows, k, tid);
+        mbar_cp_async_arrive(&sm.k_full[stage]);
+        if (g >= C::STAGES) mbar_wait(&sm.v_empty[stage], parity);
+        wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, k + C::K_BYTES, tid);
+        mbar_cp_async_arrive(&sm.v_full[stage]);
+    }
+}
+
 // Every key block of tile t, ring positions pos ..: a block whose keys all lie in the sequence comes by
 // TMA where the cache allows (wg_tma): one thread copies, the others only arrive; otherwise every thread
 // copies its row by cp.async from a row table of element offsets. Paged TMA reads (page, row) from the
@@ -212,7 +239,10 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
         if (tiles > 0) mbar_wait(sm.q_empty, (tiles - 1) & 1);
         wg_load_q<C>(p, t, sm.q, tid);
         mbar_cp_async_arrive(sm.q_full);
-        wg_produce_blocks<C>(p, t, sm, tm, tid, pos);
+        if (tm.kind == WG_TMA_OFF)
+            wg_produce_rows<C>(p, t, sm, tid, pos);
+        else
+            wg_produce_blocks<C>(p, t, sm, tm, tid, pos);
         pos += t.n_hi - t.n_lo;
         tiles++;
     }
