@@ -86,6 +86,11 @@ $(B)/tests/gpu_%: tests/gpu_%.c $(REF_OBJ) $(PROB_OBJ) $(B)/libflashc.a $(wildca
 	@mkdir -p $(dir $@)
 	$(CC) $(FC_CFLAGS) -I$(CUDA_HOME)/include -o $@ $< $(REF_OBJ) $(PROB_OBJ) $(B)/libflashc.a $(LDLIBS)
 
+# gpu_spec: a device kernel of its own next to calls of the public API (links the library).
+$(B)/tests/gpu_spec: tests/gpu_spec.cu $(B)/libflashc.a $(wildcard tests/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Iinclude -Itests -o $@ $< $(B)/libflashc.a -L$(CUDA_HOME)/lib64 -lcudart -lm -Xcompiler -pthread -Xlinker -rpath,$(CUDA_HOME)/lib64
+
 $(B)/tests/gpu_%: tests/gpu_%.cu $(wildcard src/cuda/*.cu src/cuda/*.cuh src/cuda/tile/*.cuh src/cpu/*.c src/cpu/*.h tests/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -Iinclude -Isrc -Itests -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart -lm -Xcompiler -pthread -Xlinker -rpath,$(CUDA_HOME)/lib64

@@ -1,7 +1,7 @@
 """compare.py — times flashc against torch SDPA (cuDNN and flash backends) on one Hopper GPU, in one process.
 
 usage: python3 bench/compare.py [--set decode|prefill|all] [--json PATH] [--png PATH] [--eager]
-                                [--samples N] [--warmup N] [--only SUBSTRING] [--fresh]
+                                [--samples N] [--warmup N] [--only SUBSTRING] [--fresh] [--flashc-only]
 
 Shapes are the performance targets of DESIGN.md: paged decode (page 16; batch 1, 8, 32, 128 x context
 1k, 8k, 32k; page 1 and 256 at batch 8 x 32k; 32 query heads over 8 KV heads, d 128, bf16) and prefill
@@ -257,6 +257,8 @@ def measure(row, args, flashc_calls, torch_calls, torch_modes):
         res = dict(ms=None, mode=None, gqa=None, error=None)
         if key == "flashc" and flashc is None:
             res["error"] = "flashc not importable: %s" % FLASHC_IMPORT_ERROR
+        elif key != "flashc" and args.flashc_only:
+            res["error"] = "not run (--flashc-only)"
         else:
             try:
                 calls, mode, out = first_working(make, modes)
@@ -357,6 +359,8 @@ def run_child(name, args):
                "--samples", str(args.samples), "--warmup", str(args.warmup), "--json", path]
         if args.eager:
             cmd.append("--eager")
+        if args.flashc_only:
+            cmd.append("--flashc-only")
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         with open(path) as f:
             return json.load(f)["rows"][0]
@@ -372,6 +376,8 @@ def main():
     ap.add_argument("--fresh", action="store_true", help="each shape in its own child process")
     ap.add_argument("--exact", action="store_true", help="--only names one shape exactly")
     ap.add_argument("--no-ceiling", action="store_true", help=argparse.SUPPRESS)  # children of --fresh
+    ap.add_argument("--flashc-only", action="store_true",
+                    help="time flashc alone (A/B of flashc builds; the torch columns are n/a)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--png", default=None)
     args = ap.parse_args()
