@@ -29,8 +29,9 @@ struct wg_cfg {
     static constexpr int Q_BYTES = BM * D * 2, K_BYTES = BN * D * 2, V_BYTES = BN * DV * 2;
     static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
     static constexpr int TABLE_BYTES = 2 * 2 * BN * 8;               // two row tables (K, V offsets), alternating
-    static constexpr int BAR_BYTES = (2 + 4 * STAGES) * 8;
-    static constexpr int SMEM_BYTES = 1024 + Q_BYTES + STAGES * STAGE_BYTES + TABLE_BYTES + BAR_BYTES;
+    static constexpr int BAR_BYTES = (TILES + 4 * STAGES) * 8;
+    // One Q buffer per tile of the CTA: the next tile's Q loads while the previous tile runs.
+    static constexpr int SMEM_BYTES = 1024 + TILES * Q_BYTES + STAGES * STAGE_BYTES + TABLE_BYTES + BAR_BYTES;
     static constexpr int PRODUCER_REGS = 72, CONSUMER_REGS = 216;   // 128 * 72 + 256 * 216 = 384 * 168 (the producer spills at 56)
     static_assert(D % 64 == 0 && DV % 64 == 0 && DV <= 128, "wgmma tiles: d and d_v multiples of 64, d_v <= 128");
     static_assert(BN == 128, "one producer thread per key row");
@@ -53,7 +54,7 @@ struct wg_tma {
 struct wg_smem {
     char *q, *stages;
     int64_t *tables;
-    uint64_t *q_full, *q_empty, *k_full, *v_full, *k_empty, *v_empty;
+    uint64_t *q_full, *k_full, *v_full, *k_empty, *v_empty; // q_full[TILES], the others [STAGES]
 };
 
 template <class C>
@@ -61,11 +62,10 @@ __device__ __forceinline__ wg_smem wg_smem_of(char *raw) {
     wg_smem s;
     char *base = raw + ((1024 - (smem_u32(raw) & 1023)) & 1023);
     s.q = base;
-    s.stages = base + C::Q_BYTES;
+    s.stages = base + C::TILES * C::Q_BYTES;
     s.tables = (int64_t *)(s.stages + C::STAGES * C::STAGE_BYTES);
     s.q_full = (uint64_t *)((char *)s.tables + C::TABLE_BYTES);
-    s.q_empty = s.q_full + 1;
-    s.k_full = s.q_full + 2;
+    s.k_full = s.q_full + C::TILES;
     s.v_full = s.k_full + C::STAGES;
     s.k_empty = s.v_full + C::STAGES;
     s.v_empty = s.k_empty + C::STAGES;
@@ -228,23 +228,25 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
     }
 }
 
-// The CTA's tiles: Q once the consumers are done with the previous tile's (q_empty), then its key blocks
-// (the next tile's first blocks load while the consumers finish the previous tile).
+// The CTA's tiles: tile k's Q into its own buffer (q_full[k]), then its key blocks; the next tile's Q and
+// first blocks load while the consumers finish the previous tile.
 template <class C>
 __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
-    int tid = threadIdx.x - 128 * C::CONSUMERS, pos = 0, tiles = 0;
+    int tid = threadIdx.x - 128 * C::CONSUMERS, pos = 0;
     for (int k = 0; k < C::TILES; k++) {
         fwd_tile t;
         if (!wg_tile_of<C>(p, ws.splits, k, t) || t.n_hi == t.n_lo) continue;
-        if (tiles > 0) mbar_wait(sm.q_empty, (tiles - 1) & 1);
-        wg_load_q<C>(p, t, sm.q, tid);
-        mbar_cp_async_arrive(sm.q_full);
+        // Every producer thread is done reading the previous tile's row tables before any writes this
+        // tile's (a TMA tile writes a table only for its partial last block, so no per-block barrier
+        // stands between the two).
+        if (pos > 0) named_bar_sync(1, 128);
+        wg_load_q<C>(p, t, sm.q + k * C::Q_BYTES, tid);
+        mbar_cp_async_arrive(&sm.q_full[k]);
         if (tm.kind == WG_TMA_OFF)
             wg_produce_rows<C>(p, t, sm, tid, pos);
         else
             wg_produce_blocks<C>(p, t, sm, tm, tid, pos);
         pos += t.n_hi - t.n_lo;
-        tiles++;
     }
     cp_async_wait<0>();
 }
@@ -397,11 +399,10 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
     wg_pack_p<C>(w.s[0], w.pa);
 }
 
-// The last PV (ring position g). Every S is in, so Q goes back first: the next tile's loads into it.
+// The last PV (ring position g).
 template <class C>
 __device__ __forceinline__ void wg_last(const wg_smem &sm, int g, wg_regs<C> &w) {
     int last = g % C::STAGES;
-    wg_release(sm.q_empty);
     wg_acquire(&sm.v_full[last], (g / C::STAGES) & 1);
     wg_pv<C>(w.pa, sm.stages + last * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0]);
     wgmma_wait<0>();
@@ -432,12 +433,11 @@ __device__ void wg_blocks(const score_consts &sc, const fwd_tile &t, const wg_sm
     wg_last<C>(sm, pos + n_blocks - 1, w);
 }
 
-// Warpgroup g's 64 rows of tile t (after `tiles` of the CTA's tiles with key blocks; its blocks from ring
-// position pos)
+// Warpgroup g's 64 rows of tile t (the CTA's tile k, its Q in buffer k; its blocks from ring position pos)
 // against the split's key blocks, then the epilogue. Plain scores (no softcap, no ALiBi, scale > 0: the
 // common case) take the path with the scale folded into the exponent.
 template <class C>
-__device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, const wg_smem &sm, int tiles,
+__device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, const wg_smem &sm, int k,
                                 int pos) {
     int g = threadIdx.x / 128;
     score_consts sc = score_consts_of(p, t.s.s_q, t.s.s_k);
@@ -455,10 +455,11 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
     for (int f = 0; f < C::DV / 8; f++) w.o[0][f][0] = w.o[0][f][1] = w.o[0][f][2] = w.o[0][f][3] = 0.0f;
 
     if (t.n_hi > t.n_lo) {
-        const char *sq = sm.q + g * 64 * 128;
-        mbar_wait(sm.q_full, tiles & 1);
+        char *q = sm.q + k * C::Q_BYTES;
+        const char *sq = q + g * 64 * 128;
+        mbar_wait(&sm.q_full[k], 0); // each buffer is filled once
         if (p.rotary_cos) {
-            wg_rotate_q<C>(p, t, sm.q, g);
+            wg_rotate_q<C>(p, t, q, g);
             fence_proxy_async();
             named_bar_sync(2 + g, 128);
         }
@@ -472,15 +473,12 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
 
 template <class C>
 __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm) {
-    int pos = 0, tiles = 0;
+    int pos = 0;
     for (int k = 0; k < C::TILES; k++) {
         fwd_tile t;
         if (!wg_tile_of<C>(p, ws.splits, k, t)) continue;
-        wg_consume_tile<C>(p, t, ws, sm, tiles, pos);
-        if (t.n_hi > t.n_lo) {
-            pos += t.n_hi - t.n_lo;
-            tiles++;
-        }
+        wg_consume_tile<C>(p, t, ws, sm, k, pos);
+        pos += t.n_hi - t.n_lo;
     }
 }
 
@@ -493,8 +491,7 @@ __global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_c
     extern __shared__ __align__(128) char wg_smem_raw[]; // rounded up to 1024 in wg_smem_of
     wg_smem sm = wg_smem_of<C>(wg_smem_raw);
     if (threadIdx.x == 0) {
-        mbar_init(sm.q_full, 128);
-        mbar_init(sm.q_empty, 4 * C::CONSUMERS);
+        for (int k = 0; k < C::TILES; k++) mbar_init(&sm.q_full[k], 128);
         for (int i = 0; i < C::STAGES; i++) {
             mbar_init(&sm.k_full[i], 128);
             mbar_init(&sm.v_full[i], 128);
