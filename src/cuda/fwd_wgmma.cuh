@@ -21,7 +21,8 @@ template <typename T_, int D_, int DV_>
 struct wg_cfg {
     typedef T_ T;
     static constexpr int D = D_, DV = DV_, BN = 128, STAGES = 2, CONSUMERS = 2;
-    static constexpr int TILES = 2;                                  // query tiles per CTA (wg_tile_of)
+    static constexpr int TILES = 4;                                  // query tiles per CTA (wg_tile_of)
+    static constexpr int QBUF = 2;                                   // Q buffers, a ring over the tiles
     static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
     static constexpr int MT = 1, ROWS = 2, NWARPS = 4 * CONSUMERS; // fwd_kernel's view of a consumer warp
     static constexpr bool HEAD_MAJOR = false;
@@ -29,9 +30,9 @@ struct wg_cfg {
     static constexpr int Q_BYTES = BM * D * 2, K_BYTES = BN * D * 2, V_BYTES = BN * DV * 2;
     static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
     static constexpr int TABLE_BYTES = 2 * 2 * BN * 8;               // two row tables (K, V offsets), alternating
-    static constexpr int BAR_BYTES = (TILES + 4 * STAGES) * 8;
-    // One Q buffer per tile of the CTA: the next tile's Q loads while the previous tile runs.
-    static constexpr int SMEM_BYTES = 1024 + TILES * Q_BYTES + STAGES * STAGE_BYTES + TABLE_BYTES + BAR_BYTES;
+    static constexpr int BAR_BYTES = (2 * QBUF + 4 * STAGES) * 8;
+    // Two Q buffers: the next tile's Q loads while the previous tile runs.
+    static constexpr int SMEM_BYTES = 1024 + QBUF * Q_BYTES + STAGES * STAGE_BYTES + TABLE_BYTES + BAR_BYTES;
     static constexpr int PRODUCER_REGS = 72, CONSUMER_REGS = 216;   // 128 * 72 + 256 * 216 = 384 * 168 (the producer spills at 56)
     static_assert(D % 64 == 0 && DV % 64 == 0 && DV <= 128, "wgmma tiles: d and d_v multiples of 64, d_v <= 128");
     static_assert(BN == 128, "one producer thread per key row");
@@ -54,7 +55,7 @@ struct wg_tma {
 struct wg_smem {
     char *q, *stages;
     int64_t *tables;
-    uint64_t *q_full, *k_full, *v_full, *k_empty, *v_empty; // q_full[TILES], the others [STAGES]
+    uint64_t *q_full, *q_empty, *k_full, *v_full, *k_empty, *v_empty; // q_*[QBUF], the others [STAGES]
 };
 
 template <class C>
@@ -62,10 +63,11 @@ __device__ __forceinline__ wg_smem wg_smem_of(char *raw) {
     wg_smem s;
     char *base = raw + ((1024 - (smem_u32(raw) & 1023)) & 1023);
     s.q = base;
-    s.stages = base + C::TILES * C::Q_BYTES;
+    s.stages = base + C::QBUF * C::Q_BYTES;
     s.tables = (int64_t *)(s.stages + C::STAGES * C::STAGE_BYTES);
     s.q_full = (uint64_t *)((char *)s.tables + C::TABLE_BYTES);
-    s.k_full = s.q_full + C::TILES;
+    s.q_empty = s.q_full + C::QBUF;
+    s.k_full = s.q_empty + C::QBUF;
     s.v_full = s.k_full + C::STAGES;
     s.k_empty = s.v_full + C::STAGES;
     s.v_empty = s.k_empty + C::STAGES;
@@ -228,11 +230,12 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
     }
 }
 
-// The CTA's tiles: tile k's Q into its own buffer (q_full[k]), then its key blocks; the next tile's Q and
-// first blocks load while the consumers finish the previous tile.
+// The CTA's tiles: tile k's Q into buffer k % 2 once the consumers are done with its previous tile there
+// (q_empty; uses[b]: tiles that went through buffer b), then its key blocks; the next tile's Q and first
+// blocks load while the consumers finish the previous tile.
 template <class C>
 __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
-    int tid = threadIdx.x - 128 * C::CONSUMERS, pos = 0;
+    int tid = threadIdx.x - 128 * C::CONSUMERS, pos = 0, uses0 = 0, uses1 = 0;
     for (int k = 0; k < C::TILES; k++) {
         fwd_tile t;
         if (!wg_tile_of<C>(p, ws.splits, k, t) || t.n_hi == t.n_lo) continue;
@@ -240,8 +243,10 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
         // tile's (a TMA tile writes a table only for its partial last block, so no per-block barrier
         // stands between the two).
         if (pos > 0) named_bar_sync(1, 128);
-        wg_load_q<C>(p, t, sm.q + k * C::Q_BYTES, tid);
-        mbar_cp_async_arrive(&sm.q_full[k]);
+        int b = k & 1, uses = b ? uses1++ : uses0++;
+        if (uses > 0) mbar_wait(&sm.q_empty[b], (uses - 1) & 1);
+        wg_load_q<C>(p, t, sm.q + b * C::Q_BYTES, tid);
+        mbar_cp_async_arrive(&sm.q_full[b]);
         if (tm.kind == WG_TMA_OFF)
             wg_produce_rows<C>(p, t, sm, tid, pos);
         else
@@ -399,10 +404,11 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
     wg_pack_p<C>(w.s[0], w.pa);
 }
 
-// The last PV (ring position g).
+// The last PV (ring position g). Every S is in, so Q goes back first (q_empty: the next tile's Q into it).
 template <class C>
-__device__ __forceinline__ void wg_last(const wg_smem &sm, int g, wg_regs<C> &w) {
+__device__ __forceinline__ void wg_last(const wg_smem &sm, uint64_t *q_empty, int g, wg_regs<C> &w) {
     int last = g % C::STAGES;
+    wg_release(q_empty);
     wg_acquire(&sm.v_full[last], (g / C::STAGES) & 1);
     wg_pv<C>(w.pa, sm.stages + last * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0]);
     wgmma_wait<0>();
@@ -414,7 +420,7 @@ __device__ __forceinline__ void wg_last(const wg_smem &sm, int g, wg_regs<C> &w)
 // The split's key blocks, last to first: the masked ones (sequence end, causal diagonal, right window
 // edge) come first, those at a left window edge last, so three loops cover them with one mask choice each.
 template <class C, bool PLAIN>
-__device__ void wg_blocks(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq, int pos,
+__device__ void wg_blocks(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq, uint64_t *q_empty, int pos,
                           wg_regs<C> &w) {
     int n_blocks = t.n_hi - t.n_lo;
     auto masked = [&](int it) { return block_needs_mask(sc, t.r_lo, t.r_hi, (t.n_hi - 1 - it) * C::BN, C::BN); };
@@ -430,15 +436,16 @@ __device__ void wg_blocks(const score_consts &sc, const fwd_tile &t, const wg_sm
     for (; it < n_blocks && !masked(it); it++) wg_step<C, false, PLAIN>(sc, t, sm, sq, pos, it, w);
 #pragma unroll 1
     for (; it < n_blocks; it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);
-    wg_last<C>(sm, pos + n_blocks - 1, w);
+    wg_last<C>(sm, q_empty, pos + n_blocks - 1, w);
 }
 
-// Warpgroup g's 64 rows of tile t (the CTA's tile k, its Q in buffer k; its blocks from ring position pos)
+// Warpgroup g's 64 rows of tile t (the CTA's tile k, its Q in buffer k % 2, filled there for the uses-th time;
+// its blocks from ring position pos)
 // against the split's key blocks, then the epilogue. Plain scores (no softcap, no ALiBi, scale > 0: the
 // common case) take the path with the scale folded into the exponent.
 template <class C>
 __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, const wg_smem &sm, int k,
-                                int pos) {
+                                int uses, int pos) {
     int g = threadIdx.x / 128;
     score_consts sc = score_consts_of(p, t.s.s_q, t.s.s_k);
     wg_regs<C> w;
@@ -455,29 +462,33 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
     for (int f = 0; f < C::DV / 8; f++) w.o[0][f][0] = w.o[0][f][1] = w.o[0][f][2] = w.o[0][f][3] = 0.0f;
 
     if (t.n_hi > t.n_lo) {
-        char *q = sm.q + k * C::Q_BYTES;
+        int b = k & 1;
+        char *q = sm.q + b * C::Q_BYTES;
         const char *sq = q + g * 64 * 128;
-        mbar_wait(&sm.q_full[k], 0); // each buffer is filled once
+        mbar_wait(&sm.q_full[b], uses & 1);
         if (p.rotary_cos) {
             wg_rotate_q<C>(p, t, q, g);
             fence_proxy_async();
             named_bar_sync(2 + g, 128);
         }
         if (sc.cap == 0.0f && !p.alibi && sc.mul > 0.0f)
-            wg_blocks<C, true>(sc, t, sm, sq, pos, w);
+            wg_blocks<C, true>(sc, t, sm, sq, &sm.q_empty[b], pos, w);
         else
-            wg_blocks<C, false>(sc, t, sm, sq, pos, w);
+            wg_blocks<C, false>(sc, t, sm, sq, &sm.q_empty[b], pos, w);
     }
     store_rows<C>(p, t, ws, w.o, w.st);
 }
 
 template <class C>
 __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm) {
-    int pos = 0;
+    int pos = 0, uses0 = 0, uses1 = 0;
     for (int k = 0; k < C::TILES; k++) {
         fwd_tile t;
         if (!wg_tile_of<C>(p, ws.splits, k, t)) continue;
-        wg_consume_tile<C>(p, t, ws, sm, k, pos);
+        bool loaded = t.n_hi > t.n_lo; // the producer loads Q only for tiles with key blocks
+        int uses = k & 1 ? uses1 : uses0;
+        wg_consume_tile<C>(p, t, ws, sm, k, uses, pos);
+        if (loaded) (k & 1 ? uses1 : uses0)++;
         pos += t.n_hi - t.n_lo;
     }
 }
@@ -491,7 +502,10 @@ __global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_c
     extern __shared__ __align__(128) char wg_smem_raw[]; // rounded up to 1024 in wg_smem_of
     wg_smem sm = wg_smem_of<C>(wg_smem_raw);
     if (threadIdx.x == 0) {
-        for (int k = 0; k < C::TILES; k++) mbar_init(&sm.q_full[k], 128);
+        for (int b = 0; b < C::QBUF; b++) {
+            mbar_init(&sm.q_full[b], 128);
+            mbar_init(&sm.q_empty[b], 4 * C::CONSUMERS);
+        }
         for (int i = 0; i < C::STAGES; i++) {
             mbar_init(&sm.k_full[i], 128);
             mbar_init(&sm.v_full[i], 128);
