@@ -49,16 +49,7 @@ struct state {
 };
 
 static uint64_t rng = 0x5eed5eedULL;
-static uint32_t next_u32(void) {
-    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static uint16_t rand_bf16(void) { // uniform in about [-1, 1)
-    float f = (float)(next_u32() % 20001) / 10000.0f - 1.0f;
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)(u >> 16);
-}
+static uint16_t rand_bf16(void) { return tu_bf16_bits(2.0 * tu_uniform(&rng) - 1.0); } // uniform in (-1, 1)
 
 // Mutations A -> B: bit 0 seqused_k, bit 1 two page-table entries swapped, bit 2 the cache's last rows.
 static const char *MUT[8] = {"none", "seqused", "table", "seqused+table", "rows", "seqused+rows", "table+rows", "all"};
@@ -72,7 +63,7 @@ static void run_case(int b, int HQ, int HK, int s_k, int splits, int mut) {
     B.k = (uint16_t *)malloc(kv_elems * 2); B.v = (uint16_t *)malloc(kv_elems * 2);
     for (size_t i = 0; i < kv_elems; i++) A.k[i] = rand_bf16(), A.v[i] = rand_bf16();
     for (size_t i = 0; i < table_n; i++) A.table[i] = (int32_t)((i * 7919) % pages); // a permutation of pages
-    for (int s = 0; s < b; s++) A.seqused[s] = s_k - (int)(next_u32() % 40);
+    for (int s = 0; s < b; s++) A.seqused[s] = s_k - tu_randint(&rng, 0, 39);
     memcpy(B.k, A.k, kv_elems * 2); memcpy(B.v, A.v, kv_elems * 2);
     memcpy(B.table, A.table, table_n * 4); memcpy(B.seqused, A.seqused, sizeof A.seqused);
     for (int s = 0; s < b; s++) {

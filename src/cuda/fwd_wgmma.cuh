@@ -36,6 +36,7 @@ struct wg_cfg {
     static constexpr int PRODUCER_REGS = 72, CONSUMER_REGS = 216;   // 128 * 72 + 256 * 216 = 384 * 168 (the producer spills at 56)
     static_assert(D % 64 == 0 && DV % 64 == 0 && DV <= 128, "wgmma tiles: d and d_v multiples of 64, d_v <= 128");
     static_assert(BN == 128, "one producer thread per key row");
+    static_assert(QBUF == 2, "wg_produce and wg_consume count each Q buffer's uses in two scalars");
     static_assert(CONSUMERS == 2, "the consumers take turns in pairs (wg_step)");
     static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536 / THREADS / 8 * 8 * THREADS,
                   "setmaxnreg.inc waits forever for registers the CTA does not have");
@@ -230,8 +231,8 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
     }
 }
 
-// The CTA's tiles: tile k's Q into buffer k % 2 once the consumers are done with its previous tile there
-// (q_empty; uses[b]: tiles that went through buffer b), then its key blocks; the next tile's Q and first
+// The CTA's tiles: tile k's Q into buffer k & 1 (QBUF = 2) once the consumers are done with its previous tile there
+// (q_empty; uses0, uses1: tiles that went through buffers 0 and 1), then its key blocks; the next tile's Q and first
 // blocks load while the consumers finish the previous tile.
 template <class C>
 __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
@@ -439,7 +440,7 @@ __device__ void wg_blocks(const score_consts &sc, const fwd_tile &t, const wg_sm
     wg_last<C>(sm, q_empty, pos + n_blocks - 1, w);
 }
 
-// Warpgroup g's 64 rows of tile t (the CTA's tile k, its Q in buffer k % 2, filled there for the uses-th time;
+// Warpgroup g's 64 rows of tile t (the CTA's tile k, its Q in buffer k & 1, filled there for the uses-th time;
 // its blocks from ring position pos)
 // against the split's key blocks, then the epilogue. Plain scores (no softcap, no ALiBi, scale > 0: the
 // common case) take the path with the scale folded into the exponent.
