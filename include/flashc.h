@@ -81,8 +81,9 @@
  * graph. Scratch it needs (split partials) comes from a caller-provided workspace of at least
  * fc_attn_workspace_size bytes, 256-byte aligned. The CPU backend needs no workspace (size 0).
  * Checks that must read tensor contents (cu_seqlens monotonic, seqused_k and page indices in range,
- * rotary table long enough) are made on the CPU path only; on the GPU, bad contents are undefined
- * behaviour, as in flash_attn.
+ * rotary table long enough) are made before the call on the CPU path; on the GPU the kernels make them
+ * as they run, stay inside every tensor whatever the contents say, and record what they found for
+ * fc_check_errors (below).
  *
  * Errors: every entry point returns a status. On any status other than FC_OK nothing has been written
  * (no output, no lse, no cache). fc_last_error() then names the argument and why, e.g.
@@ -242,6 +243,26 @@ typedef struct fc_merge_args {
 } fc_merge_args;
 
 fc_status fc_merge_states(const fc_merge_args *args, void *stream);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Errors found on the device                                                                      */
+
+/* On CUDA the host never reads device tensors, so the lengths, offsets and page indices they hold
+ * (cu_seqlens_q/k, seqused_k, page_table; the key counts, cache capacities and rotary positions they
+ * imply) are checked by the kernels. Whatever those tensors hold, no kernel reads or writes outside the
+ * tensors of the call: a length is cut to what its layout holds, an offset to its tensor, a page index
+ * outside [0, num_pages) is replaced by page 0. The kernel records the first such error of the device
+ * in a device-side error record (a fixed device address, so graph capture and replay keep working);
+ * the outputs of the sequences involved are then unspecified, but nothing outside out, lse and the
+ * sequence's own cache rows is written, and the CUDA context stays usable.
+ *
+ * fc_check_errors waits for `stream` (a cudaStream_t; NULL = the default stream) on the current CUDA
+ * device, then reads and clears that device's record. FC_OK: no error was recorded since the last
+ * check. FC_ERR_INVALID_ARGUMENT: fc_last_error names the argument and the first bad value, e.g.
+ * "page_table: sequence 0 needs 257 keys (seqused_k 257 + 0 new), more than its 1 pages of 256 hold".
+ * Errors of any stream's calls that have completed are seen. A build without CUDA, or a process with
+ * no GPU, returns FC_OK (no kernel ran, nothing can have been recorded). Not capturable (it waits). */
+fc_status fc_check_errors(void *stream);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Backends                                                                                        */
