@@ -313,6 +313,9 @@ static fc_status shape_append(const fc_attn_args *a, fc_problem *p) {
     TRY(expect_dim(&a->v_new, "v_new", 2, p->h_k, "h_k"));
     TRY(expect_dim(&a->v_new, "v_new", 3, p->d_v, "d_v"));
     p->s_new = (int)a->k_new.shape[1];
+    if (p->s_new > p->s_k) /* dense: the cache's rows; paged: max_pages * page_size */
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "k_new", "shape[1] = %d new keys exceed the %d a sequence's cache holds",
+                       p->s_new, p->s_k);
     p->k_new = view_of(&a->k_new);
     p->v_new = view_of(&a->v_new);
     if (!has_cos) return FC_OK;

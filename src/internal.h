@@ -80,6 +80,8 @@ typedef struct fc_problem {
     int64_t sinks_sh;
 
     int num_splits;            /* as asked: 0 auto, n >= 1; backends resolve with fc_plan_num_splits */
+
+    void *dev_err;             /* CUDA: the device's error record (src/cuda/seqlen.cuh), set by the backend */
 } fc_problem;
 
 /* Merge problem: n partial (rows, h) states into one. */

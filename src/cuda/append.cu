@@ -1,7 +1,7 @@
 // append.cu — writes k_new/v_new into the KV cache on the GPU (k_new rotated first when rotary is set).
 #include <stdint.h>
 
-#include "cuda.cuh"
+#include "seqlen.cuh"
 
 #define APPEND_WARPS 4 // warps per block; one warp per new (sequence, token, KV head) row pair
 
@@ -60,15 +60,15 @@ __global__ void __launch_bounds__(APPEND_WARPS * 32) append_kernel(fc_problem p)
     int64_t bt = item / p.h_k;
     int t = (int)(bt % p.s_new), b = (int)(bt / p.s_new);
 
-    fc_seqlen s = fc_seqlen_of(&p, b);
+    fc_seqlen s = seqlen_checked(p, b);
     int j = s.s_cache + t;
-    fc_kv_loc loc = fc_kv_locate(&p, &s, b, j);
+    fc_kv_loc loc = kv_locate_checked(p, s, b, j);
     int64_t k_dst = fc_kv_offset(&p.k, loc) + h * p.k.sh;
     int64_t v_dst = fc_kv_offset(&p.v, loc) + h * p.v.sh;
     int64_t k_src = (int64_t)b * p.k_new.sb + (int64_t)t * p.k_new.sr + h * p.k_new.sh;
     int64_t v_src = (int64_t)b * p.v_new.sb + (int64_t)t * p.v_new.sr + h * p.v_new.sh;
 
-    if (p.rotary_cos) warp_rotate_row(&p, k_dst, k_src, j, lane);
+    if (p.rotary_cos) warp_rotate_row(&p, k_dst, k_src, rotary_pos_checked(p, b, j), lane);
     else warp_copy_row(p.k.data, k_dst, p.k_new.data, k_src, p.d, p.dtype, lane);
     warp_copy_row(p.v.data, v_dst, p.v_new.data, v_src, p.d_v, p.dtype, lane);
 }

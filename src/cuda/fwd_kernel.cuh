@@ -14,6 +14,7 @@
 
 #include "cuda.cuh"
 #include "mask.cuh"
+#include "seqlen.cuh"
 #include "softmax.cuh"
 #include "tile/tile.cuh"
 #include "trace.cuh"
@@ -118,7 +119,7 @@ __device__ __forceinline__ bool fwd_tile_range(const fc_problem &p, int splits, 
 template <int BM, int BN, bool HEAD_MAJOR, int KW = 1>
 __device__ __forceinline__ bool fwd_tile_of(const fc_problem &p, int splits, fwd_tile &t) {
     fwd_tile_coords<BM, HEAD_MAJOR, KW>(p, splits, t);
-    t.s = fc_seqlen_of(&p, t.b);
+    t.s = seqlen_checked(p, t.b);
     return fwd_tile_range<BM, BN, KW>(p, splits, t);
 }
 
@@ -166,7 +167,7 @@ __device__ __forceinline__ void locate_rows(const fc_problem &p, const fwd_tile 
 #pragma unroll
     for (int i = 0; i < row_locs<C>::R; i++) {
         int r = pipe_tid<C>() + i * C::LOADERS, j = n * C::BN + r;
-        fc_kv_loc l = it < n_blocks && r < C::BN && j < t.s.s_k ? fc_kv_locate(&p, &t.s, t.b, j) : fc_kv_loc{-1, 0};
+        fc_kv_loc l = it < n_blocks && r < C::BN && j < t.s.s_k ? kv_locate_checked(p, t.s, t.b, j) : fc_kv_loc{-1, 0};
         L.loc[i] = kv_loc32{(int)l.outer, (int)l.row};
     }
 }
@@ -284,7 +285,7 @@ __device__ void rotate_q_rows(const fc_problem &p, const fwd_tile &t, char *sq, 
     for (int i = tid; i < (m_hi - m_lo) * half; i += threads) {
         int m = m_lo + i / half, k = i % half, pm = t.m0 + m;
         if (pm >= t.packed_rows) continue;
-        int pos = t.s.s_k - t.s.s_q + pm / t.group;
+        int pos = rotary_pos_checked(p, t.b, t.s.s_k - t.s.s_q + pm / t.group);
         int c0 = p.rotary_interleaved ? 2 * k : k, c1 = p.rotary_interleaved ? 2 * k + 1 : k + half;
         T *x0 = (T *)(sq + offset(m, c0 / 8)) + c0 % 8;
         T *x1 = (T *)(sq + offset(m, c1 / 8)) + c1 % 8;

@@ -86,7 +86,7 @@ __device__ __forceinline__ bool wg_tile_of(const fc_problem &p, int splits, int 
     t.hk = blockIdx.z % p.h_k;
     t.b = blockIdx.z / p.h_k;
     t.group = p.h_q / p.h_k;
-    t.s = fc_seqlen_of(&p, t.b);
+    t.s = seqlen_checked(p, t.b);
     t.packed_rows = t.s.s_q * t.group;
     if (t.m0 >= t.packed_rows) return false;
     t.r_lo = t.m0 / t.group;
@@ -123,7 +123,7 @@ __device__ __forceinline__ void wg_load_q(const fc_problem &p, const fwd_tile &t
 template <class C>
 __device__ __forceinline__ fc_kv_loc wg_locate(const fc_problem &p, const fwd_tile &t, int it, int n_blocks, int tid) {
     int j = (t.n_hi - 1 - it) * C::BN + tid;
-    return it < n_blocks && j < t.s.s_k ? fc_kv_locate(&p, &t.s, t.b, j) : fc_kv_loc{-1, 0};
+    return it < n_blocks && j < t.s.s_k ? kv_locate_checked(p, t.s, t.b, j) : fc_kv_loc{-1, 0};
 }
 
 // Block of BN rows x CH chunks of K or V from the row table, zero-filled past the end: each thread keeps

@@ -31,8 +31,10 @@ __device__ __forceinline__ score_consts score_consts_of(const fc_problem &p, int
     }
     c.off = s_k - s_q;
     c.s_k = s_k;
-    c.wl = p.window_left;
-    c.wr = p.window_right;
+    // A window reaching past every key of the sequence is no window: as -1 it cannot overflow diag +- w
+    // (diag = r + off lies in [s_k - s_q, s_k - 1]; api.c keeps s_q + s_k < 2^31).
+    c.wl = p.window_left >= s_k ? -1 : p.window_left;
+    c.wr = p.window_right >= s_q ? -1 : p.window_right;
     return c;
 }
 

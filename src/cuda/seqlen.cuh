@@ -1,0 +1,103 @@
+// seqlen.cuh — sequence lengths and key locations as the kernels read them from device memory: cut to
+// what the tensors hold, with every contradiction recorded in the device's error record (fc_check_errors).
+//
+// The host never reads cu_seqlens_q/k, seqused_k or page_table on CUDA, so whatever they hold, a kernel
+// must stay inside its tensors: query rows [q_row0, q_row0 + s_q) inside q/out, a sequence's keys inside
+// what its layout holds (minus the s_new rows an append adds), page indices inside [0, num_pages). A
+// value outside is cut (or, for a page, replaced by page 0) and recorded; the computation goes on, so a
+// graph replay never faults, and fc_check_errors reports the first error on the host.
+#pragma once
+#include "cuda.cuh"
+
+// What the first error was (fc_dev_err.code), with the values a message needs.
+enum {
+    FC_DERR_NONE = 0,
+    FC_DERR_CU_Q,       // cu_seqlens_q: [i] = value out of order or past limit rows (extra: [i - 1])
+    FC_DERR_CU_K,       // cu_seqlens_k: likewise over k's rows
+    FC_DERR_MAX_Q,      // max_seqlen_q = limit, sequence b has value queries
+    FC_DERR_MAX_K,      // max_seqlen_k = limit, sequence b has value keys
+    FC_DERR_SEQUSED,    // seqused_k[b] = value is negative
+    FC_DERR_CAPACITY,   // sequence b: value cached + extra new keys > limit (layout: kv layout, i: page size)
+    FC_DERR_PAGE,       // page_table[b][i] = value outside [0, limit)
+    FC_DERR_ROTARY,     // sequence b needs rotary position value, the tables have limit
+};
+
+// The device's error record (one per device, a __device__ variable of backend.cu; fc_problem.dev_err
+// points at it). The first error to claim `code` fills the rest; later ones are dropped.
+struct fc_dev_err {
+    int code, b, i, layout;
+    long long value, limit, extra;
+};
+
+static __device__ __forceinline__ void fc_record_error(const fc_problem &p, int code, int b, int i, long long value,
+                                             long long limit, long long extra = 0) {
+    fc_dev_err *e = (fc_dev_err *)p.dev_err;
+    if (!e || atomicCAS(&e->code, FC_DERR_NONE, -1) != FC_DERR_NONE) return;
+    e->b = b, e->i = i, e->layout = p.kv_layout;
+    e->value = value, e->limit = limit, e->extra = extra;
+    __threadfence();
+    atomicExch(&e->code, code); // published last: a record with a code is complete
+}
+
+// Sequence b's rows [*lo, *lo + *len) of a cu_seqlens array over `total` rows: cu[b] and cu[b + 1] cut to
+// [0, total] and in order, the length cut to `max_len` (a kernel's grid covers max_len rows). A bad entry
+// is recorded as cu_code (i: its index, extra: the entry before it); a length past max_len of an otherwise
+// good span as max_code.
+__device__ __forceinline__ void checked_span(const fc_problem &p, const int32_t *cu, int b, int64_t total, int max_len,
+                                             int cu_code, int max_code, int64_t *lo, int *len) {
+    int64_t a = cu[b], e = cu[b + 1];
+    bool bad_a = b == 0 ? a != 0 : a < 0 || a > total, bad_e = e < a || e > total;
+    if (bad_a) fc_record_error(p, cu_code, b, b, a, total, a);
+    else if (bad_e) fc_record_error(p, cu_code, b, b + 1, e, total, a);
+    a = min(max(a, (int64_t)0), total);
+    e = min(max(e, a), total);
+    if (!bad_a && !bad_e && e - a > max_len) fc_record_error(p, max_code, b, 0, e - a, max_len);
+    *lo = a;
+    *len = (int)min(e - a, (int64_t)max_len);
+}
+
+// Keys sequence b's layout holds (varlen: its cu_seqlens_k span, already cut).
+__device__ __forceinline__ int kv_capacity_of(const fc_problem &p, int span) {
+    return p.kv_layout == FC_KV_VARLEN ? span : p.s_k;
+}
+
+// fc_seqlen_of with every device-side length checked: q_row0 + s_q <= total_q, s_q <= max_seqlen_q (varlen),
+// k_row0 + span <= total_k, s_cache >= 0 and s_cache + s_new <= the capacity (api.c has checked s_new <= it).
+__device__ __forceinline__ fc_seqlen seqlen_checked(const fc_problem &p, int b) {
+    fc_seqlen s;
+    s.q_row0 = 0, s.s_q = p.s_q, s.k_row0 = 0;
+    if (p.cu_seqlens_q)
+        checked_span(p, p.cu_seqlens_q, b, p.total_q, p.s_q, FC_DERR_CU_Q, FC_DERR_MAX_Q, &s.q_row0, &s.s_q);
+    int span = p.s_k;
+    if (p.cu_seqlens_k)
+        checked_span(p, p.cu_seqlens_k, b, p.total_k, p.s_k, FC_DERR_CU_K, FC_DERR_MAX_K, &s.k_row0, &span);
+    int s_new = p.k_new.data ? p.s_new : 0, room = kv_capacity_of(p, span) - s_new;
+    s.s_cache = span;
+    if (p.seqused_k) {
+        int used = p.seqused_k[b];
+        if (used < 0) fc_record_error(p, FC_DERR_SEQUSED, b, 0, used, 0);
+        else if (used > room) fc_record_error(p, FC_DERR_CAPACITY, b, p.page_size, used, room + s_new, s_new);
+        s.s_cache = min(max(used, 0), max(room, 0));
+    }
+    s.s_k = s.s_cache + s_new;
+    return s;
+}
+
+// fc_kv_locate with the page-table entry checked: one outside [0, num_pages) is recorded and read as page 0.
+__device__ __forceinline__ fc_kv_loc kv_locate_checked(const fc_problem &p, const fc_seqlen &s, int b, int j) {
+    fc_kv_loc l = fc_kv_locate(&p, &s, b, j);
+    if (p.kv_layout == FC_KV_PAGED && (uint64_t)l.outer >= (uint64_t)p.num_pages) {
+        fc_record_error(p, FC_DERR_PAGE, b, fc_fast_div(j, p.page_div_mul, p.page_div_shift), l.outer, p.num_pages);
+        l.outer = 0;
+    }
+    return l;
+}
+
+// Rotary table row of absolute position pos, cut to the table (positions outside are recorded).
+__device__ __forceinline__ int rotary_pos_checked(const fc_problem &p, int b, int pos) {
+    if ((unsigned)pos >= (unsigned)p.rotary_max_pos) {
+        fc_record_error(p, FC_DERR_ROTARY, b, 0, pos, p.rotary_max_pos);
+        pos = min(max(pos, 0), p.rotary_max_pos - 1);
+    }
+    return pos;
+}

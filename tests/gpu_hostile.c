@@ -1,0 +1,417 @@
+/* gpu_hostile.c — CUDA calls whose device-side lengths, offsets and page indices lie: no fault, nothing written outside the tensors, the error reported. */
+/*
+ * Each case builds a small bf16 problem (dense, varlen or paged KV; decode or prefill; splits; append,
+ * rotary) in one device arena where every tensor sits between guard bytes, corrupts one device-resident
+ * value (seqused_k past the capacity or negative, a page index outside the cache, cu_seqlens out of order
+ * or past the rows, a sequence longer than max_seqlen, rotary positions past the tables), runs
+ * fc_attn_fwd and checks:
+ *   - fc_attn_fwd returns FC_OK (the host cannot see device contents), no CUDA error follows;
+ *   - fc_check_errors returns FC_ERR_INVALID_ARGUMENT naming the argument, a second one FC_OK;
+ *   - every guard byte and every read-only tensor is unchanged (nothing written outside out/lse/cache);
+ *   - the same call with the lengths repaired then matches the CPU backend (the context still works).
+ * A CUDA graph captured over valid lengths and replayed over hostile ones is checked the same way.
+ * The kernels are the ones a real call picks: decode (mma.sync, key warps, split + merge), the wgmma
+ * prefill (d 128: TMA for dense / paged 256, cp.async for pages of 16) and the mma.sync prefill (d 256).
+ *
+ * usage: gpu_hostile            Exit: 0 all passed, 1 something failed, 2 no CUDA device.
+ */
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "gpu_util.h"
+
+#define GUARD 4096          /* guard bytes before and after every tensor in the arena */
+#define GUARD_BYTE 0x5a
+#define B 3                 /* sequences */
+#define HQ 4
+#define HK 2
+#define MAX_PAGES 4
+#define NUM_PAGES 16
+
+enum { KV_DENSE, KV_VARLEN, KV_PAGED };
+enum { T_Q, T_K, T_V, T_OUT, T_LSE, T_CUQ, T_CUK, T_USED, T_TABLE, T_KNEW, T_VNEW, T_COS, T_SIN, T_COUNT };
+
+/* What a case corrupts. */
+enum {
+    BAD_USED_OVER,    /* seqused_k[1] past what the layout holds (with an append: at it, plus s_new) */
+    BAD_USED_NEG,     /* seqused_k[2] = -7 */
+    BAD_PAGE_HIGH,    /* page_table[1][0] = NUM_PAGES */
+    BAD_PAGE_NEG,     /* page_table[2][1] = -1 */
+    BAD_PAGE_MAX,     /* page_table[0][0] = INT32_MAX */
+    BAD_CUQ_ORDER,    /* cu_seqlens_q[2] < cu_seqlens_q[1] */
+    BAD_CUQ_PAST,     /* cu_seqlens_q[3] past total_q */
+    BAD_CUQ_FIRST,    /* cu_seqlens_q[0] = 5 */
+    BAD_MAXQ,         /* a query sequence longer than max_seqlen_q */
+    BAD_CUK_PAST,     /* cu_seqlens_k[2] = INT32_MAX */
+    BAD_CUK_NEG,      /* cu_seqlens_k[1] = INT32_MIN */
+    BAD_MAXK,         /* a key sequence longer than max_seqlen_k */
+    BAD_ROTARY,       /* key positions past the rotary tables */
+};
+
+typedef struct hcase {
+    const char *name, *arg; /* what fc_last_error must start with */
+    int kv, s_q, d, page, splits, s_new, rotary, bad;
+} hcase;
+
+/* One built case: host copies of every tensor, their places in the device arena. */
+typedef struct hprob {
+    hcase c;
+    fc_attn_args a;               /* host pointers (the CPU reference) */
+    void *host[T_COUNT];
+    size_t bytes[T_COUNT], at[T_COUNT];
+    char *arena;                  /* device */
+    size_t arena_bytes;
+    int total_q, total_k, max_q, max_k, cap;
+} hprob;
+
+static cudaStream_t g_stream;
+static uint64_t g_rng = 20261123;
+
+static void fill_bf16(void *p, int64_t n) {
+    for (int64_t i = 0; i < n; i++) tu_store(p, FC_BF16, i, 2.0 * tu_uniform(&g_rng) - 1.0);
+}
+
+static void *host_tensor(hprob *P, int t, size_t bytes) {
+    P->bytes[t] = bytes;
+    P->host[t] = calloc(1, bytes ? bytes : 1);
+    return P->host[t];
+}
+
+/* The lengths of a valid case: queries and keys per sequence (keys before an append). */
+static void lengths(const hcase *c, int *len_q, int *len_k) {
+    static const int q_prefill[B] = {150, 97, 131}, k_var[B] = {170, 120, 200};
+    for (int b = 0; b < B; b++) {
+        len_q[b] = c->s_q == 1 ? 1 : q_prefill[b];
+        len_k[b] = c->kv == KV_VARLEN ? k_var[b] : c->kv == KV_PAGED ? MAX_PAGES * c->page - 9 - 5 * b - c->s_new
+                                                                     : 190 - 11 * b - c->s_new;
+    }
+}
+
+static void build(hprob *P, const hcase *c) {
+    memset(P, 0, sizeof *P);
+    P->c = *c;
+    int len_q[B], len_k[B], d = c->d;
+    lengths(c, len_q, len_k);
+    int varlen_q = c->bad == BAD_CUQ_ORDER || c->bad == BAD_CUQ_PAST || c->bad == BAD_CUQ_FIRST || c->bad == BAD_MAXQ;
+    P->total_q = 0, P->max_q = 0, P->total_k = 0, P->max_k = 0;
+    for (int b = 0; b < B; b++) {
+        P->total_q += len_q[b], P->total_k += len_k[b];
+        if (len_q[b] > P->max_q) P->max_q = len_q[b];
+        if (len_k[b] > P->max_k) P->max_k = len_k[b];
+    }
+    fc_attn_args *a = &P->a;
+    fc_attn_args_init(a);
+    int s_q = varlen_q ? P->max_q : len_q[0];
+    int rows_q = varlen_q ? P->total_q : B * s_q;
+    a->q = varlen_q ? fc_tensor_3d(host_tensor(P, T_Q, (size_t)rows_q * HQ * d * 2), FC_BF16, rows_q, HQ, d)
+                    : fc_tensor_4d(host_tensor(P, T_Q, (size_t)rows_q * HQ * d * 2), FC_BF16, B, s_q, HQ, d);
+    fill_bf16(a->q.data, (int64_t)rows_q * HQ * d);
+    a->out = a->q;
+    a->out.data = host_tensor(P, T_OUT, P->bytes[T_Q]);
+    a->lse = varlen_q ? fc_tensor_2d(host_tensor(P, T_LSE, (size_t)HQ * rows_q * 4), FC_FP32, HQ, rows_q)
+                      : fc_tensor_3d(host_tensor(P, T_LSE, (size_t)B * HQ * s_q * 4), FC_FP32, B, HQ, s_q);
+    if (varlen_q) {
+        int32_t *cu = host_tensor(P, T_CUQ, (B + 1) * 4);
+        for (int b = 0; b < B; b++) cu[b + 1] = cu[b] + len_q[b];
+        a->cu_seqlens_q = fc_tensor_1d(cu, FC_INT32, B + 1);
+        a->max_seqlen_q = P->max_q;
+    }
+    int64_t kv_rows;
+    if (c->kv == KV_PAGED) {
+        kv_rows = (int64_t)NUM_PAGES * c->page;
+        a->k = fc_tensor_4d(host_tensor(P, T_K, kv_rows * HK * d * 2), FC_BF16, NUM_PAGES, c->page, HK, d);
+        int32_t *table = host_tensor(P, T_TABLE, B * MAX_PAGES * 4);
+        for (int i = 0; i < B * MAX_PAGES; i++) table[i] = (i * 5 + 3) % NUM_PAGES; /* distinct pages */
+        a->page_table = fc_tensor_2d(table, FC_INT32, B, MAX_PAGES);
+        P->cap = MAX_PAGES * c->page;
+    } else if (c->kv == KV_VARLEN) {
+        kv_rows = P->total_k;
+        a->k = fc_tensor_3d(host_tensor(P, T_K, kv_rows * HK * d * 2), FC_BF16, kv_rows, HK, d);
+        int32_t *cu = host_tensor(P, T_CUK, (B + 1) * 4);
+        for (int b = 0; b < B; b++) cu[b + 1] = cu[b] + len_k[b];
+        a->cu_seqlens_k = fc_tensor_1d(cu, FC_INT32, B + 1);
+        a->max_seqlen_k = P->max_k;
+    } else {
+        P->cap = 190;
+        kv_rows = (int64_t)B * P->cap;
+        a->k = fc_tensor_4d(host_tensor(P, T_K, kv_rows * HK * d * 2), FC_BF16, B, P->cap, HK, d);
+    }
+    fill_bf16(a->k.data, kv_rows * HK * d);
+    a->v = a->k;
+    a->v.data = host_tensor(P, T_V, P->bytes[T_K]);
+    fill_bf16(a->v.data, kv_rows * HK * d);
+    if (c->kv != KV_VARLEN || c->bad == BAD_USED_NEG) {
+        int32_t *used = host_tensor(P, T_USED, B * 4);
+        for (int b = 0; b < B; b++) used[b] = len_k[b];
+        a->seqused_k = fc_tensor_1d(used, FC_INT32, B);
+    }
+    if (c->s_new) {
+        a->k_new = fc_tensor_4d(host_tensor(P, T_KNEW, (size_t)B * c->s_new * HK * d * 2), FC_BF16, B, c->s_new, HK, d);
+        a->v_new = a->k_new;
+        a->v_new.data = host_tensor(P, T_VNEW, P->bytes[T_KNEW]);
+        fill_bf16(a->k_new.data, (int64_t)B * c->s_new * HK * d);
+        fill_bf16(a->v_new.data, (int64_t)B * c->s_new * HK * d);
+    }
+    if (c->rotary) {
+        int max_pos = P->cap + 16, half = 32;
+        a->rotary_cos = fc_tensor_2d(host_tensor(P, T_COS, (size_t)max_pos * half * 4), FC_FP32, max_pos, half);
+        a->rotary_sin = fc_tensor_2d(host_tensor(P, T_SIN, (size_t)max_pos * half * 4), FC_FP32, max_pos, half);
+        for (int i = 0; i < max_pos * half; i++) {
+            ((float *)a->rotary_cos.data)[i] = (float)cos(0.01 * i);
+            ((float *)a->rotary_sin.data)[i] = (float)sin(0.01 * i);
+        }
+    }
+    a->causal = 1;
+    a->num_splits = c->splits;
+    size_t at = GUARD;
+    for (int t = 0; t < T_COUNT; t++) {
+        if (!P->host[t]) continue;
+        P->at[t] = at;
+        at += (P->bytes[t] + 255) / 256 * 256 + GUARD;
+    }
+    P->arena_bytes = at;
+}
+
+/* The device copy of the arguments: the same tensors at their places in the arena (hostile: BAD_ROTARY's
+ * tables cut to 40 positions, a view the host cannot tell too short). */
+static fc_attn_args device_args(const hprob *P, int hostile) {
+    fc_attn_args d = P->a;
+    if (hostile && P->c.bad == BAD_ROTARY) d.rotary_cos.shape[0] = d.rotary_sin.shape[0] = 40;
+    d.device = FC_DEVICE_CUDA;
+    fc_tensor *t[T_COUNT] = {&d.q, &d.k, &d.v, &d.out, &d.lse, &d.cu_seqlens_q, &d.cu_seqlens_k, &d.seqused_k,
+                             &d.page_table, &d.k_new, &d.v_new, &d.rotary_cos, &d.rotary_sin};
+    for (int i = 0; i < T_COUNT; i++)
+        if (P->host[i]) t[i]->data = P->arena + P->at[i];
+    return d;
+}
+
+/* Arena: guard bytes everywhere, then every tensor's host bytes. */
+static void upload(hprob *P) {
+    cuda_die(cudaMemsetAsync(P->arena, GUARD_BYTE, P->arena_bytes, g_stream), "cudaMemsetAsync");
+    for (int t = 0; t < T_COUNT; t++)
+        if (P->host[t])
+            cuda_die(cudaMemcpyAsync(P->arena + P->at[t], P->host[t], P->bytes[t], cudaMemcpyHostToDevice, g_stream),
+                     "cudaMemcpyAsync");
+    cuda_die(cudaStreamSynchronize(g_stream), "upload");
+}
+
+/* Overwrites one int32 of tensor t on the device (and nowhere else). */
+static void poke(hprob *P, int t, int index, int32_t value) {
+    cuda_die(cudaMemcpyAsync(P->arena + P->at[t] + 4 * (size_t)index, &value, 4, cudaMemcpyHostToDevice, g_stream),
+             "poke");
+    cuda_die(cudaStreamSynchronize(g_stream), "poke");
+}
+
+/* The corruption of case c: the device value that lies. */
+static void corrupt(hprob *P) {
+    const hcase *c = &P->c;
+    int len_q[B], len_k[B];
+    lengths(c, len_q, len_k);
+    switch (c->bad) {
+    case BAD_USED_OVER: poke(P, T_USED, 1, c->s_new ? P->cap : P->cap + 1 + (c->kv == KV_DENSE ? 0 : c->page)); break;
+    case BAD_USED_NEG: poke(P, T_USED, 2, -7); break;
+    case BAD_PAGE_HIGH: poke(P, T_TABLE, 1 * MAX_PAGES + 0, NUM_PAGES); break;
+    case BAD_PAGE_NEG: poke(P, T_TABLE, 2 * MAX_PAGES + 1, -1); break;
+    case BAD_PAGE_MAX: poke(P, T_TABLE, 0, INT32_MAX); break;
+    case BAD_CUQ_ORDER: poke(P, T_CUQ, 3, len_q[0] + len_q[1] - 1); break; /* below cu_seqlens_q[2] */
+    case BAD_CUQ_PAST: poke(P, T_CUQ, 3, P->total_q + 1000); break;
+    case BAD_CUQ_FIRST: poke(P, T_CUQ, 0, 5); break;
+    case BAD_MAXQ: poke(P, T_CUQ, 1, len_q[0] + 30); break; /* sequence 0: 30 past max_seqlen_q (its longest) */
+    case BAD_CUK_PAST: poke(P, T_CUK, 2, INT32_MAX); break;
+    case BAD_CUK_NEG: poke(P, T_CUK, 1, INT32_MIN); break;
+    case BAD_MAXK: poke(P, T_CUK, 1, len_k[0] + 40); break; /* sequence 0: 210 keys, max_seqlen_k 200 */
+    case BAD_ROTARY: break; /* device_args gives the tables 40 positions, fewer than the keys need */
+    }
+}
+
+static int guards_intact(const hprob *P, const unsigned char *arena, char *why, size_t n) {
+    size_t lo = 0; /* the bytes from lo to the next tensor (or the arena's end) are guard bytes */
+    for (int t = 0; t <= T_COUNT; t++) {
+        if (t < T_COUNT && !P->host[t]) continue;
+        size_t hi = t < T_COUNT ? P->at[t] : P->arena_bytes;
+        for (size_t i = lo; i < hi; i++)
+            if (arena[i] != GUARD_BYTE) {
+                snprintf(why, n, "guard byte %zu (before tensor %d) is 0x%02x", i, t, arena[i]);
+                return 0;
+            }
+        if (t < T_COUNT) lo = P->at[t] + P->bytes[t];
+    }
+    /* Read-only tensors unchanged. */
+    for (int t = 0; t < T_COUNT; t++) {
+        if (!P->host[t] || t == T_OUT || t == T_LSE || t == T_K || t == T_V) continue;
+        if (t == T_CUQ || t == T_CUK || t == T_USED || t == T_TABLE) continue; /* poked */
+        if (memcmp(arena + P->at[t], P->host[t], P->bytes[t]) != 0) {
+            snprintf(why, n, "read-only tensor %d was written", t);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static fc_status run_device(const fc_attn_args *d, void **ws, size_t *ws_bytes) {
+    fc_status st = fc_attn_workspace_size(d, ws_bytes);
+    if (st != FC_OK) return st;
+    *ws = NULL;
+    if (*ws_bytes) cuda_die(cudaMalloc(ws, *ws_bytes), "cudaMalloc workspace");
+    return fc_attn_fwd(d, *ws, *ws_bytes, g_stream);
+}
+
+/* The repaired call on the GPU against the CPU backend on the host copies (the context still computes). */
+static void check_valid_after(hprob *P) {
+    upload(P);
+    fc_attn_args d = device_args(P, 0);
+    void *ws;
+    size_t ws_bytes;
+    fc_status st = run_device(&d, &ws, &ws_bytes);
+    fc_status chk = fc_check_errors(g_stream);
+    cudaError_t e = cudaStreamSynchronize(g_stream);
+    if (!tu_check(st == FC_OK && chk == FC_OK && e == cudaSuccess, "%s: the repaired call: status %s, check %s (%s), cuda %s",
+                  P->c.name, fc_status_string(st), fc_status_string(chk), fc_last_error(), cudaGetErrorString(e)))
+        return;
+    size_t out_bytes = P->bytes[T_OUT];
+    uint16_t *got = malloc(out_bytes);
+    cuda_die(cudaMemcpy(got, P->arena + P->at[T_OUT], out_bytes, cudaMemcpyDeviceToHost), "download out");
+    if (ws) cudaFree(ws);
+    st = fc_attn_fwd(&P->a, NULL, 0, NULL); /* the CPU on the host copies (appends into them too) */
+    tu_check(st == FC_OK, "%s: CPU reference: %s", P->c.name, fc_last_error());
+    double worst = 0;
+    const uint16_t *want = P->host[T_OUT];
+    for (size_t i = 0; i < out_bytes / 2; i++) {
+        double diff = fabs(tu_load(got, FC_BF16, i) - tu_load(want, FC_BF16, i));
+        if (!(diff <= worst)) worst = diff; /* NaN counts */
+    }
+    tu_check(worst <= 2e-2, "%s: the repaired call differs from the CPU by %g", P->c.name, worst);
+    free(got);
+}
+
+/* Runs the hostile call (direct, or replaying graph exec) and checks what it left. */
+static void check_hostile(hprob *P, const char *how, cudaGraphExec_t exec) {
+    fc_attn_args d = device_args(P, 1);
+    void *ws = NULL;
+    size_t ws_bytes = 0;
+    fc_status st = FC_OK;
+    if (exec) cuda_die(cudaGraphLaunch(exec, g_stream), "cudaGraphLaunch");
+    else st = run_device(&d, &ws, &ws_bytes);
+    cudaError_t e = cudaStreamSynchronize(g_stream);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    if (!tu_check(st == FC_OK && e == cudaSuccess, "%s (%s): fc_attn_fwd %s (%s), CUDA %s", P->c.name, how,
+                  fc_status_string(st), fc_last_error(), cudaGetErrorString(e))) {
+        if (e != cudaSuccess) {
+            tu_finish(); /* the context is gone: nothing later can run */
+            exit(1);
+        }
+        return;
+    }
+    fc_status chk = fc_check_errors(g_stream);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", fc_last_error());
+    size_t n = strlen(P->c.arg);
+    tu_check(chk == FC_ERR_INVALID_ARGUMENT && strncmp(msg, P->c.arg, n) == 0 && msg[n] == ':',
+             "%s (%s): fc_check_errors %s \"%s\", expected invalid argument \"%s: ...\"", P->c.name, how,
+             fc_status_string(chk), msg, P->c.arg);
+    tu_check(fc_check_errors(g_stream) == FC_OK, "%s (%s): the record was not cleared: %s", P->c.name, how, fc_last_error());
+    unsigned char *arena = malloc(P->arena_bytes);
+    cuda_die(cudaMemcpy(arena, P->arena, P->arena_bytes, cudaMemcpyDeviceToHost), "download arena");
+    char why[200] = "";
+    tu_check(guards_intact(P, arena, why, sizeof why), "%s (%s): %s", P->c.name, how, why);
+    free(arena);
+    if (ws) cudaFree(ws);
+    if (getenv("FLASHC_HOSTILE_VERBOSE")) printf("  %-44s %-6s %s\n", P->c.name, how, msg);
+}
+
+static void run_case(const hcase *c) {
+    hprob P;
+    build(&P, c);
+    cuda_die(cudaMalloc((void **)&P.arena, P.arena_bytes), "cudaMalloc arena");
+    upload(&P);
+    corrupt(&P);
+    check_hostile(&P, "direct", NULL);
+    check_valid_after(&P);
+    cudaFree(P.arena);
+    for (int t = 0; t < T_COUNT; t++) free(P.host[t]);
+}
+
+/* A graph captured over valid lengths, replayed after the lengths went bad, then after they were repaired. */
+static void run_graph_case(const hcase *c) {
+    hprob P;
+    build(&P, c);
+    cuda_die(cudaMalloc((void **)&P.arena, P.arena_bytes), "cudaMalloc arena");
+    upload(&P);
+    fc_attn_args d = device_args(&P, 0);
+    size_t ws_bytes = 0;
+    void *ws = NULL;
+    tu_check(fc_attn_workspace_size(&d, &ws_bytes) == FC_OK, "%s: workspace: %s", c->name, fc_last_error());
+    if (ws_bytes) cuda_die(cudaMalloc(&ws, ws_bytes), "cudaMalloc workspace");
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    cuda_die(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+    fc_status st = fc_attn_fwd(&d, ws, ws_bytes, g_stream);
+    cuda_die(cudaStreamEndCapture(g_stream, &graph), "cudaStreamEndCapture");
+    tu_check(st == FC_OK, "%s: captured call: %s", c->name, fc_last_error());
+    cuda_die(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    corrupt(&P);
+    check_hostile(&P, "graph", exec);
+    upload(&P); /* repaired: the replay computes the CPU's result again */
+    cuda_die(cudaGraphLaunch(exec, g_stream), "cudaGraphLaunch");
+    tu_check(fc_check_errors(g_stream) == FC_OK, "%s: replay over repaired lengths: %s", c->name, fc_last_error());
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    if (ws) cudaFree(ws);
+    check_valid_after(&P);
+    cudaFree(P.arena);
+    for (int t = 0; t < T_COUNT; t++) free(P.host[t]);
+}
+
+/* The cases: every corruption on the kernels that read it (decode s_q 1, prefill s_q ~150; d 128 runs the
+ * wgmma prefill, d 256 the mma.sync one), unsplit and split. */
+static const hcase CASES[] = {
+    {"paged 16 decode: seqused past the table", "page_table", KV_PAGED, 1, 128, 16, 1, 0, 0, BAD_USED_OVER},
+    {"paged 16 decode split: seqused past", "page_table", KV_PAGED, 1, 128, 16, 3, 0, 0, BAD_USED_OVER},
+    {"paged 256 decode: append past the table", "page_table", KV_PAGED, 1, 128, 256, 1, 1, 0, BAD_USED_OVER},
+    {"paged 256 prefill wgmma: seqused past", "page_table", KV_PAGED, 0, 128, 256, 1, 0, 0, BAD_USED_OVER},
+    {"paged 16 prefill wgmma: append past", "page_table", KV_PAGED, 0, 128, 16, 2, 5, 0, BAD_USED_OVER},
+    {"paged 16 prefill d256: seqused past", "page_table", KV_PAGED, 0, 256, 16, 1, 0, 0, BAD_USED_OVER},
+    {"paged 16 decode: page = num_pages", "page_table", KV_PAGED, 1, 128, 16, 0, 0, 0, BAD_PAGE_HIGH},
+    {"paged 16 decode: page = -1", "page_table", KV_PAGED, 1, 128, 16, 1, 0, 0, BAD_PAGE_NEG},
+    {"paged 256 decode append: page = INT32_MAX", "page_table", KV_PAGED, 1, 128, 256, 1, 1, 0, BAD_PAGE_MAX},
+    {"paged 256 prefill wgmma TMA: page = num_pages", "page_table", KV_PAGED, 0, 128, 256, 1, 0, 0, BAD_PAGE_HIGH},
+    {"paged 16 prefill wgmma: page = -1", "page_table", KV_PAGED, 0, 128, 16, 3, 0, 0, BAD_PAGE_NEG},
+    {"paged 64 prefill d256: page = INT32_MAX", "page_table", KV_PAGED, 0, 256, 64, 1, 0, 0, BAD_PAGE_MAX},
+    {"paged 16 decode: seqused negative", "seqused_k", KV_PAGED, 1, 128, 16, 0, 0, 0, BAD_USED_NEG},
+    {"dense decode: seqused past the cache", "seqused_k", KV_DENSE, 1, 128, 0, 0, 0, 0, BAD_USED_OVER},
+    {"dense decode append: past the cache", "seqused_k", KV_DENSE, 1, 128, 0, 1, 2, 0, BAD_USED_OVER},
+    {"dense prefill wgmma: seqused past", "seqused_k", KV_DENSE, 0, 128, 0, 1, 0, 0, BAD_USED_OVER},
+    {"dense prefill d256 split: seqused past", "seqused_k", KV_DENSE, 0, 256, 0, 2, 0, 0, BAD_USED_OVER},
+    {"varlen k decode: seqused negative", "seqused_k", KV_VARLEN, 1, 128, 0, 0, 0, 0, BAD_USED_NEG},
+    {"varlen q wgmma: cu_seqlens_q decreases", "cu_seqlens_q", KV_DENSE, 0, 128, 0, 1, 0, 0, BAD_CUQ_ORDER},
+    {"varlen q d256: cu_seqlens_q past total", "cu_seqlens_q", KV_DENSE, 0, 256, 0, 1, 0, 0, BAD_CUQ_PAST},
+    {"varlen q wgmma split: cu_seqlens_q past", "cu_seqlens_q", KV_PAGED, 0, 128, 16, 3, 0, 0, BAD_CUQ_PAST},
+    {"varlen q: cu_seqlens_q[0] != 0", "cu_seqlens_q", KV_DENSE, 0, 128, 0, 1, 0, 0, BAD_CUQ_FIRST},
+    {"varlen q wgmma: a sequence past max_seqlen_q", "max_seqlen_q", KV_DENSE, 0, 128, 0, 1, 0, 0, BAD_MAXQ},
+    {"varlen q d256 split: past max_seqlen_q", "max_seqlen_q", KV_PAGED, 0, 256, 64, 2, 0, 0, BAD_MAXQ},
+    {"varlen q decode: cu_seqlens_q past", "cu_seqlens_q", KV_PAGED, 1, 128, 16, 0, 0, 0, BAD_CUQ_PAST},
+    {"varlen k wgmma: cu_seqlens_k = INT32_MAX", "cu_seqlens_k", KV_VARLEN, 0, 128, 0, 1, 0, 0, BAD_CUK_PAST},
+    {"varlen k decode split: cu_seqlens_k = INT32_MIN", "cu_seqlens_k", KV_VARLEN, 1, 128, 0, 3, 0, 0, BAD_CUK_NEG},
+    {"varlen k d256: a sequence past max_seqlen_k", "max_seqlen_k", KV_VARLEN, 0, 256, 0, 1, 0, 0, BAD_MAXK},
+    {"paged 16 decode append rotary: tables short", "rotary_cos", KV_PAGED, 1, 128, 16, 1, 1, 1, BAD_ROTARY},
+    {"dense prefill wgmma append rotary: short", "rotary_cos", KV_DENSE, 0, 128, 0, 1, 3, 1, BAD_ROTARY},
+};
+
+static const hcase GRAPH_CASES[] = {
+    {"graph: paged 16 decode split, seqused past", "page_table", KV_PAGED, 1, 128, 16, 3, 0, 0, BAD_USED_OVER},
+    {"graph: paged 256 decode append, page -1", "page_table", KV_PAGED, 1, 128, 256, 1, 1, 0, BAD_PAGE_NEG},
+    {"graph: dense prefill wgmma, seqused negative", "seqused_k", KV_DENSE, 0, 128, 0, 1, 0, 0, BAD_USED_NEG},
+};
+
+int main(void) {
+    if (!cuda_device_present()) {
+        printf("gpu_hostile: no CUDA device: nothing run\n");
+        return 2;
+    }
+    cuda_die(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    tu_check(fc_check_errors(g_stream) == FC_OK, "a fresh process has no device error: %s", fc_last_error());
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i]);
+    for (size_t i = 0; i < sizeof GRAPH_CASES / sizeof GRAPH_CASES[0]; i++) run_graph_case(&GRAPH_CASES[i]);
+    cudaStreamDestroy(g_stream);
+    return tu_finish();
+}
