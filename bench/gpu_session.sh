@@ -1,7 +1,10 @@
 # gpu_session.sh — one device session in one command: build, GPU sweep, torch comparison, bench, sanitizer.
 # usage (on the GPU machine, repo root): sh bench/gpu_session.sh [STEP...]
-#   steps: build attn compare bench sanitize demo (default: all but demo, in that order); each has a time limit
-#   (seconds: T_ATTN 200, T_COMPARE 300, T_BENCH 150, T_SANITIZE 150) so later steps still run.
+#   steps: build attn compare bench sanitize demo suite hostile ab (default: the first five, in that order); each
+#   has a time limit (seconds: T_ATTN 200, T_COMPARE 300, T_BENCH 150, T_SANITIZE 150, T_SUITE 400, T_AB 400)
+#   so later steps still run. suite: make test-gpu; hostile: gpu_hostile; ab: flashc alone, this tree against
+#   the tree in $AB_OLD (built there first), AB_ROUNDS alternating rounds of compare.py --fresh --flashc-only
+#   (AB_SET: decode, prefill or all).
 # Logs and results go to $OUT (or /tmp/gpu-session-out): gpu_attn.log, compare.log/.json/.png, bench.log,
 # sanitize.log. The last lines printed summarise every step.
 
@@ -33,6 +36,9 @@ for s in $steps; do
     bench) step bench "${T_BENCH:-150}" ./build/flashc-bench --device cuda --set perf ;;
     demo) step demo 120 ./build/flashc-bench --demo ;;
     sanitize) step sanitize "${T_SANITIZE:-150}" sh tests/gpu_sanitize.sh ;;
+    suite) step suite "${T_SUITE:-400}" make test-gpu ;;
+    hostile) step hostile 120 ./build/tests/gpu_hostile ;;
+    ab) step ab "${T_AB:-400}" sh bench/ab.sh ;;
     *) echo "gpu_session: unknown step $s" ;;
     esac
 done
