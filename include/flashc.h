@@ -200,7 +200,7 @@ typedef struct fc_attn_args {
     fc_tensor k_new;          /* (b, s_new, h_k, d) */
     fc_tensor v_new;          /* (b, s_new, h_k, d_v) */
     fc_tensor rotary_cos;     /* (max_pos, rotary_dim/2), float32 or q's dtype; needs k_new */
-    fc_tensor rotary_sin;     /* same shape and dtype as rotary_cos */
+    fc_tensor rotary_sin;     /* same shape, dtype and stride[0] as rotary_cos */
     int rotary_interleaved;   /* 1: pairs (2m, 2m+1); 0: pairs (m, m + rotary_dim/2) */
 
     /* Scores. */
@@ -213,7 +213,7 @@ typedef struct fc_attn_args {
     fc_tensor sinks;          /* float32 (h_q): learnable sink logits; optional */
 
     /* Work decomposition. */
-    int num_splits;           /* 0: chosen by flashc; 1: no split; n: up to n splits of the key range */
+    int num_splits;           /* 0: chosen by flashc; 1: no split; n <= 128: up to n splits of the key range */
 } fc_attn_args;
 
 /* Fills *args with the defaults: CPU, all tensors absent, scale 0 (1/sqrt(d)), no softcap, no mask

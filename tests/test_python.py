@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """test_python.py — checks the flashc Python binding against an independent float64 numpy reference."""
 import ctypes
+import importlib
 import math
 import os
 import re
@@ -648,6 +649,254 @@ def check_err_threads():
     return raises(FlashcError, None, flashc.set_num_threads, -1)
 
 
+# ---------------------------------------------------------------- binding hardening (issue 10)
+
+
+def _dense_vs_ref(q, k, v, dtype, **kw):
+    """flash_attn_func on (possibly odd-layout) q, k, v against the reference of their values."""
+    out, lse, _ = flashc.flash_attn_func(q, k, v, return_attn_probs=True, **kw)
+    seqs = [(q[i], k[i], v[i], {}) for i in range(q.shape[0])]
+    r64, rlow = ref_pair(dtype, seqs, **_ref_kw(kw))
+    return combine(compare_out(out, np.stack([r[0] for r in r64]), np.stack([r[0] for r in rlow])),
+                   compare_lse(lse, np.stack([r[1] for r in r64])))
+
+
+@check("big-endian inputs ('>f2', '>f4', '>i4') are read by value, not as little-endian bytes")
+def check_big_endian():
+    rng = np.random.default_rng(110)
+    results = []
+    for dtype in ("float16", "float32"):
+        q, k, v = (randn(rng, s, dtype).astype(np.dtype(dtype).newbyteorder(">")) for s in
+                   ((2, 9, 4, 64), (2, 30, 2, 64), (2, 30, 2, 64)))
+        results.append(_dense_vs_ref(q, k, v, dtype, causal=True))
+    q, k, v = _qkv(rng, (12, 2, 64), (20, 2, 64))
+    cq, ck = cu([5, 7]).astype(">i4"), cu([8, 12]).astype(">i4")
+    out = flashc.flash_attn_varlen_func(q.astype(">f2"), k.astype(">f2"), v, cq, ck, 7, 12)
+    seqs = [(q[cq[i]:cq[i + 1]], k[ck[i]:ck[i + 1]], v[ck[i]:ck[i + 1]], {}) for i in range(2)]
+    r64, rlow = ref_pair("float16", seqs)
+    results.append(compare_out(out, np.concatenate([r[0] for r in r64]), np.concatenate([r[0] for r in rlow])))
+    op = randn(rng, (2, 3, 4, 64), np.float32)
+    lp = rng.standard_normal((2, 3, 4)).astype(">f4")
+    mo, ml = flashc.merge_states(op.astype(">f4"), lp)
+    ref_out, ref_lse = merge_ref(op, lp)
+    results += [compare_out(mo, ref_out, ROUND["float32"](ref_out)), compare_lse(ml, ref_lse, 1e-5)]
+    return combine(*results)
+
+
+def _misaligned(a):
+    """A copy of a whose data starts one byte past an aligned address (a view of a uint8 buffer)."""
+    buf = np.zeros(a.nbytes + 1, np.uint8)
+    m = buf[1:].view(a.dtype).reshape(a.shape)
+    m[...] = a
+    return m
+
+
+@check("misaligned numpy inputs (odd byte offset) are copied, not rejected")
+def check_misaligned_inputs():
+    rng = np.random.default_rng(111)
+    q, k, v = _qkv(rng, (2, 7, 4, 64), (2, 19, 4, 64))
+    mq, mk, mv = _misaligned(q), _misaligned(k), _misaligned(v)
+    if mq.flags.aligned:
+        return None, "the odd-offset view is aligned on this platform"
+    return _dense_vs_ref(mq, mk, mv, "float16", window_size=(4, 2))
+
+
+def _append_args(rng, paged=False):
+    """q, k_cache, v_cache, k, v of a small float16 append (dense (2, 16) or paged 8 pages of 4)."""
+    q = randn(rng, (2, 1, 2, 64), np.float16)
+    shape = (8, 4, 2, 64) if paged else (2, 16, 2, 64)
+    kc, vc = randn(rng, shape, np.float16), randn(rng, shape, np.float16)
+    kn, vn = randn(rng, (2, 1, 2, 64), np.float16), randn(rng, (2, 1, 2, 64), np.float16)
+    return q, kc, vc, kn, vn
+
+
+@check("in-place k_cache big-endian or misaligned: FlashcError naming k_cache, nothing written")
+def check_inplace_layouts():
+    rng = np.random.default_rng(112)
+    q, kc, vc, kn, vn = _append_args(rng)
+    be = kc.astype(">f2")
+    be0, vc0 = be.copy(), vc.copy()
+    r1 = raises(FlashcError, "k_cache", flashc.flash_attn_with_kvcache, q, be, vc, kn, vn, cache_seqlens=3)
+    mis = _misaligned(kc)
+    r2 = raises(FlashcError, "k_cache", flashc.flash_attn_with_kvcache, q, mis, vc, kn, vn, cache_seqlens=3)
+    same = np.array_equal(be, be0) and np.array_equal(mis, kc) and np.array_equal(vc, vc0)
+    return combine(r1, r2, (same, "caches unchanged"))
+
+
+@check("ints that do not fit a C int raise FlashcError naming the argument (not wrapped by ctypes)")
+def check_int_ranges():
+    rng = np.random.default_rng(113)
+    q, k, v = _qkv(rng, (1, 4, 2, 64), (1, 4, 2, 64))
+    vq, vk, vv = _qkv(rng, (4, 2, 64), (4, 2, 64))
+    cq = np.array([0, 4], np.int32)
+    f = flashc.flash_attn_func
+    return combine(raises(FlashcError, "window_size", f, q, k, v, window_size=(2**32, -1)),
+                   raises(FlashcError, "window_size", f, q, k, v, window_size=(-1, -2**32 - 1)),
+                   raises(FlashcError, "window_size", f, q, k, v, window_size=(1.5, -1)),
+                   raises(FlashcError, "num_splits", f, q, k, v, num_splits=2**32 + 1),
+                   raises(FlashcError, "max_seqlen_q", flashc.flash_attn_varlen_func, vq, vk, vv, cq, cq, 2**32 + 4, 4),
+                   raises(FlashcError, "max_seqlen_k", flashc.flash_attn_varlen_func, vq, vk, vv, cq, cq, 4, 2**32 + 4),
+                   raises(FlashcError, "cache_seqlens", flashc.flash_attn_with_kvcache, q, k, v,
+                          cache_seqlens=2**32 + 2),
+                   raises(FlashcError, "n", flashc.set_num_threads, 2**32 + 1))
+
+
+@check("floats outside float32's range raise FlashcError naming the argument (not 0 or inf)")
+def check_float_ranges():
+    rng = np.random.default_rng(114)
+    q, k, v = _qkv(rng, (1, 4, 2, 64), (1, 4, 2, 64))
+    f = flashc.flash_attn_func
+    ok_tiny = dense_case("float32", s_q=5, s_k=9, softcap=1e-30, seed=115)  # tiny but a normal float32: runs
+    return combine(raises(FlashcError, "softcap", f, q, k, v, softcap=1e-50),
+                   raises(FlashcError, "softcap", f, q, k, v, softcap=1e50),
+                   raises(FlashcError, "softmax_scale", f, q, k, v, softmax_scale=1e-50),
+                   raises(FlashcError, "softmax_scale", f, q, k, v, softmax_scale=-1e40),
+                   raises(FlashcError, "softmax_scale", f, q, k, v, softmax_scale=0.0),
+                   raises(FlashcError, "softcap", f, q, k, v, softcap="5"),
+                   ok_tiny)
+
+
+@check("merge_states out_dtype: numpy dtypes and strings; a bad one names out_dtype")
+def check_merge_out_dtype():
+    rng = np.random.default_rng(116)
+    op, lp = randn(rng, (2, 3, 4, 64), np.float32), rng.standard_normal((2, 3, 4)).astype(np.float32)
+    ref_out, _ = merge_ref(op, lp)
+    results = []
+    for spec in (np.float16, np.dtype("float16"), "float16", ">f2", "torch.float16"):
+        out, _ = flashc.merge_states(op, lp, out_dtype=spec)
+        results.append((out.dtype == np.float16 and out.dtype.isnative, "%r -> %s" % (spec, out.dtype)))
+        results.append(compare_out(out, ref_out, ROUND["float16"](ref_out)))
+    try:
+        bf16 = np_dtype("bfloat16")
+        out, _ = flashc.merge_states(op, lp, out_dtype="bfloat16")
+        results.append((out.dtype == bf16, "'bfloat16' -> %s" % out.dtype))
+        results.append(compare_out(out, ref_out, round_bf16(ref_out)))
+    except ImportError:
+        pass
+    results.append(raises(FlashcError, "out_dtype", flashc.merge_states, op, lp, out_dtype=np.float64))
+    results.append(raises(FlashcError, "out_dtype", flashc.merge_states, op, lp, out_dtype="int8"))
+    return combine(*results)
+
+
+@check("flashc.h states the code's limits (num_splits <= FC_MAX_SPLITS, rotary_sin's strides); the binding copies "
+       "rotary tables of different strides")
+def check_header_limits():
+    with open(os.path.join(ROOT, "src", "internal.h")) as f:
+        max_splits = int(re.search(r"#define FC_MAX_SPLITS (\d+)", f.read()).group(1))
+    with open(os.path.join(ROOT, "include", "flashc.h")) as f:
+        header = f.read()
+    splits_doc = re.search(r"int num_splits;\s*/\*(.*?)\*/", header).group(1)
+    sin_doc = re.search(r"fc_tensor rotary_sin;\s*/\*(.*?)\*/", header).group(1)
+    rng = np.random.default_rng(117)
+    q, k, v = _qkv(rng, (1, 4, 2, 64), (1, 4, 2, 64))
+    q2, kc, vc, kn, vn = _append_args(rng)
+    kc2, vc2 = kc.copy(), vc.copy()
+    cos, sin = rotary_tables(16, 32)
+    wide = np.zeros((16, 48), np.float32)
+    wide[:, :16] = sin
+    kv = flashc.flash_attn_with_kvcache
+    strided = kv(q2, kc, vc, kn, vn, rotary_cos=cos, rotary_sin=wide[:, :16], cache_seqlens=3, causal=True)
+    packed = kv(q2, kc2, vc2, kn, vn, rotary_cos=cos, rotary_sin=sin, cache_seqlens=3, causal=True)
+    same = np.array_equal(strided, packed) and np.array_equal(kc, kc2) and np.array_equal(vc, vc2)
+    return combine((str(max_splits) in splits_doc, "num_splits comment:%s" % splits_doc),
+                   ("stride" in sin_doc, "rotary_sin comment:%s" % sin_doc),
+                   raises(FlashcError, "num_splits", flashc.flash_attn_func, q, k, v, num_splits=max_splits + 1),
+                   (flashc.flash_attn_func(q, k, v, num_splits=max_splits).shape == q.shape, "num_splits max runs"),
+                   (same, "rotary_sin of row stride 48 gives what the packed table gives"))
+
+
+@check("check_errors(): exposed in _lib, returns on the CPU; set_check_errors toggles; FLASHC_CHECK_ERRORS")
+def check_check_errors_api():
+    L = importlib.import_module("flashc._lib").lib()
+    proto = L.fc_check_errors.restype is ctypes.c_int and L.fc_check_errors.argtypes == [ctypes.c_void_p]
+    none = flashc.check_errors() is None and L.fc_check_errors(None) == 0
+    first = flashc.get_check_errors()
+    try:
+        before = flashc.set_check_errors(True)
+        on = flashc.get_check_errors()
+        out = dense_case("float16", s_q=3, s_k=7, seed=118)  # a CPU call with the switch on
+        err = raises(FlashcError, "k", flashc.flash_attn_func, *_qkv(np.random.default_rng(119), (1, 4, 8, 64),
+                                                                     (1, 4, 3, 64)))
+        back = flashc.set_check_errors(False)
+        off = not flashc.get_check_errors()
+    finally:
+        flashc.set_check_errors(first)
+    envs = []
+    for value, want in (("1", "True"), ("0", "False"), ("", "False")):
+        env = dict(os.environ, FLASHC_CHECK_ERRORS=value, PYTHONPATH=os.path.join(ROOT, "python"))
+        got = subprocess.run([sys.executable, "-c", "import flashc; print(flashc.get_check_errors())"], env=env,
+                             capture_output=True, text=True).stdout.strip()
+        envs.append((got == want, "FLASHC_CHECK_ERRORS=%r -> %s" % (value, got)))
+    return combine((proto, "fc_check_errors prototype"), (none, "check_errors() on CPU returns None"),
+                   (before == first and on and back is True and off, "set/get_check_errors"), out, err, *envs)
+
+
+class _FakeErrorLib:
+    """libflashc with fc_check_errors reporting a device-side error (no GPU here to make one)."""
+
+    def __init__(self, real, message):
+        self.real, self.message = real, message
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def fc_check_errors(self, stream):
+        return 1  # FC_ERR_INVALID_ARGUMENT
+
+    def fc_last_error(self):
+        return self.message
+
+
+@check("check_errors names the Python argument of the device record (block_table for page_table)")
+def check_check_errors_names():
+    _call, _lib = importlib.import_module("flashc._call"), importlib.import_module("flashc._lib")
+    real = _lib.lib()
+    results = []
+    try:
+        _lib._LIB = _FakeErrorLib(real, b"page_table: sequence 0 needs 257 keys (seqused_k 257 + 0 new)")
+        _call.note_launch(7, {"q": "q", "page_table": "block_table", "seqused_k": "cache_seqlens", "k_new": "k"})
+        _call.note_launch(7, {"q": "q", "page_table": "block_table", "seqused_k": "cu_seqlens_k"})
+        results.append(raises(FlashcError, "block_table", _call.check_device, 7, None))
+        _lib._LIB = _FakeErrorLib(real, b"k_new: sequence 1 appends past the cache")
+        _call.note_launch(7, {"k_new": "k", "seqused_k": "cache_seqlens"})
+        results.append(raises(FlashcError, "k", _call.check_device, 7, None))
+        _lib._LIB = _FakeErrorLib(real, b"seqused_k: [0] = 99 exceeds the 16 keys the layout holds")
+        _call.note_launch(7, {"seqused_k": "cache_seqlens"})
+        _call.note_launch(7, {"seqused_k": "cu_seqlens_k"})  # two calls disagree: the C name stays
+        results.append(raises(FlashcError, "seqused_k", _call.check_device, 7, None))
+        results.append(raises(FlashcError, "seqused_k", _call.check_device, 7, None))  # names were forgotten
+    finally:
+        _lib._LIB = real
+    return combine(*results)
+
+
+@check("paged cache overflow on the host names block_table (flash_attn's RuntimeError), nothing written")
+def check_paged_capacity():
+    rng = np.random.default_rng(120)
+    q, kc, vc, kn, vn = _append_args(rng, paged=True)
+    table = np.array([[0, 1], [2, 3]], np.int32)  # 2 pages of 4: 8 keys per sequence
+    k0, v0 = kc.copy(), vc.copy()
+    kv = flashc.flash_attn_with_kvcache
+    results = [raises(RuntimeError, "block_table", kv, q, kc, vc, kn, vn, cache_seqlens=[3, 8], block_table=table),
+               raises(FlashcError, "block_table", kv, q, kc, vc, kn, vn, cache_seqlens=8, block_table=table.tolist()),
+               raises(FlashcError, "block_table", kv, q, kc, vc, cache_seqlens=np.array([9, 1]), block_table=table),
+               raises(FlashcError, "block_table", kv, q, kc, vc, kn, vn, cache_seqlens=[3, 4],
+                      block_table=np.array([[0, 1], [2, 8]], np.int32)),
+               raises(FlashcError, "cache_seqlens", kv, q, kc, vc, kn, vn, cache_seqlens=[-1, 2], block_table=table)]
+    results.append((np.array_equal(kc, k0) and np.array_equal(vc, v0), "cache unchanged"))
+    q2, dk, dv, dkn, dvn = _append_args(rng)  # dense (2, 16): 16 keys
+    results.append(raises(FlashcError, "cache_seqlens", kv, q2, dk, dv, dkn, dvn, cache_seqlens=[3, 16]))
+    results.append(raises(FlashcError, "cache_seqlens", kv, q2, dk, dv, cache_seqlens=[17, 3]))
+    vq = randn(rng, (3, 2, 64), np.float16)
+    vf = flashc.flash_attn_varlen_func
+    cq = np.array([0, 1, 3], np.int32)
+    results.append(raises(FlashcError, "block_table", vf, vq, kc, vc, cq, [0, 4, 13], 2, 9, block_table=table))
+    results.append(raises(FlashcError, "block_table", vf, vq, kc, vc, cq, [0, 4, 8], 2, 4, block_table=table,
+                          seqused_k=np.array([9, 2])))
+    fits = kv(q, kc, vc, kn, vn, cache_seqlens=[3, 7], block_table=table)  # 8 keys each: fits exactly
+    return combine(*results, (fits.shape == (2, 1, 2, 64), "an exact fit runs"))
+
+
 # ---------------------------------------------------------------- torch (CPU tensors), when importable
 
 
@@ -722,6 +971,52 @@ def torch_checks(torch, device):
         return combine((same_kind(out, torch.bfloat16), "types"),
                        compare_out(out, ref_out, round_bf16(ref_out)), compare_lse(lse, ref_lse, 1e-5))
 
+    def merge_out_dtype():
+        rng = np.random.default_rng(104)
+        op = tt(rng.standard_normal((2, 6, 4, 64)), torch.float16)
+        lp = tt(rng.standard_normal((2, 6, 4)), torch.float32)
+        ref_out, _ = merge_ref(to64(op), to64(lp))
+        results = []
+        bf16, fp16 = (torch.bfloat16, round_bf16), (torch.float16, ROUND["float16"])
+        for spec, (want, rnd) in ((torch.bfloat16, bf16), ("torch.bfloat16", bf16), (np.float16, fp16), ("float16", fp16)):
+            out, _ = flashc.merge_states(op, lp, out_dtype=spec)
+            results += [(same_kind(out, want), "%r -> %s" % (spec, out.dtype)), compare_out(out, ref_out, rnd(ref_out))]
+        results.append(raises(FlashcError, "out_dtype", flashc.merge_states, op, lp, out_dtype=torch.int32))
+        return combine(*results)
+
+    def paged_args(rng):
+        q = tt(rng.standard_normal((2, 1, 2, 64)), torch.float16)
+        kc, vc = (tt(rng.standard_normal((8, 4, 2, 64)), torch.float16) for _ in range(2))
+        kn, vn = (tt(rng.standard_normal((2, 1, 2, 64)), torch.float16) for _ in range(2))
+        return q, kc, vc, kn, vn, torch.tensor([[0, 1], [2, 3]], dtype=torch.int32, device=device)
+
+    def paged_overflow_host():
+        q, kc, vc, kn, vn, table = paged_args(np.random.default_rng(105))
+        k0, v0 = kc.clone(), vc.clone()
+        lens = torch.tensor([3, 8], dtype=torch.int32)  # in host memory: checked before the call
+        r = raises(RuntimeError, "block_table", flashc.flash_attn_with_kvcache, q, kc, vc, kn, vn,
+                   cache_seqlens=lens, block_table=table)
+        return combine(r, (torch.equal(kc, k0) and torch.equal(vc, v0), "cache unchanged"))
+
+    def paged_overflow_device():
+        q, kc, vc, kn, vn, table = paged_args(np.random.default_rng(106))
+        kv = flashc.flash_attn_with_kvcache
+        bad = torch.tensor([3, 9], dtype=torch.int32, device=device)  # on the device: the kernels find it
+        first = flashc.set_check_errors(True)
+        try:
+            r1 = raises(FlashcError, "block_table", kv, q, kc, vc, cache_seqlens=bad, block_table=table)
+            flashc.set_check_errors(False)
+            kv(q, kc, vc, cache_seqlens=bad, block_table=table)
+            r2 = raises(FlashcError, "block_table", flashc.check_errors)
+            r3 = (flashc.check_errors() is None, "record cleared by the check")
+            fits = torch.tensor([3, 8], dtype=torch.int32, device=device)
+            good = kv(q, kc, vc, cache_seqlens=fits, block_table=table)
+            torch.cuda.synchronize()
+            r4 = (bool(torch.isfinite(good).all()), "the CUDA context stays usable")
+        finally:
+            flashc.set_check_errors(first)
+        return combine(r1, r2, r3, r4)
+
     tag = "torch %s" % device
     add("%s bfloat16 dense GQA causal (non-contiguous k)" % tag, dense, "bfloat16", True)
     add("%s float16 dense GQA" % tag, dense, "float16", False)
@@ -729,6 +1024,11 @@ def torch_checks(torch, device):
     add("%s float16 varlen paged 16 causal (list block_table)" % tag, varlen, "float16", 16)
     add("%s bfloat16 kvcache append in place" % tag, kvcache_bf16)
     add("%s bfloat16 merge_states" % tag, merge_bf16)
+    add("%s merge_states out_dtype torch, numpy and string dtypes" % tag, merge_out_dtype)
+    add("%s paged overflow with cache_seqlens in host memory names block_table" % tag, paged_overflow_host)
+    if device == "cuda":
+        add("%s paged overflow found on the device: set_check_errors, check_errors name block_table" % tag,
+            paged_overflow_device)
     if device == "cpu":
         add("%s float32 dense GQA causal" % tag, dense, "float32", True)
 

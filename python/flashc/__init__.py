@@ -1,9 +1,12 @@
 """flashc — ctypes binding of libflashc: flash_attn-compatible attention on numpy arrays and torch tensors."""
 from ._attention import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache, merge_states
-from ._lib import FlashcError, check as _check, lib as _lib
+from ._call import check_errors as _check_errors
+from ._lib import FlashcError, c_int as _c_int, check as _check, check_errors_on as _check_errors_on
+from ._lib import lib as _lib, set_check_errors_on as _set_check_errors_on
 
 __all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "merge_states",
-           "FlashcError", "version", "cuda_available", "set_num_threads", "get_num_threads"]
+           "FlashcError", "version", "cuda_available", "set_num_threads", "get_num_threads",
+           "check_errors", "set_check_errors", "get_check_errors"]
 
 
 def version():
@@ -18,9 +21,37 @@ def cuda_available():
 
 def set_num_threads(n):
     """Worker threads of the CPU backend (n >= 1); 0 restores the default (FLASHC_NUM_THREADS or all cores)."""
-    _check(_lib().fc_set_num_threads(int(n)))
+    _check(_lib().fc_set_num_threads(_c_int(n, "n")))
 
 
 def get_num_threads():
     """Worker threads the CPU backend uses now."""
     return int(_lib().fc_get_num_threads())
+
+
+def check_errors(stream=None):
+    """Raises FlashcError if a CUDA kernel found bad device-side contents since the last check.
+
+    On CUDA the kernels check the lengths, offsets and page indices held in device tensors (cu_seqlens,
+    seqused_k / cache_seqlens, block_table; the key counts, cache capacities and rotary positions they
+    imply) as they run, stay inside every tensor, and record the first error of the device. This waits
+    for the stream (default: torch's current stream on torch's current device; or a torch.cuda.Stream or
+    an int cudaStream_t handle), then reads and clears that device's record. The message names the
+    Python argument where the CUDA calls since the last check agree on it (page_table: block_table),
+    else the C argument of flashc.h. Returns None when nothing was recorded, at once on the CPU (whose
+    calls check the contents before they run and raise then). See set_check_errors for a check after
+    every call."""
+    _check_errors(stream)
+
+
+def set_check_errors(on):
+    """Turns the debug switch on or off; returns its previous setting. On: every CUDA call of the binding
+    (attention and merge_states) waits for its stream after the launch and calls check_errors, so a bad
+    device-side length raises from the call that was given it (one synchronisation per call). Off by
+    default; the environment variable FLASHC_CHECK_ERRORS=1 (read at import) turns it on."""
+    return _set_check_errors_on(on)
+
+
+def get_check_errors():
+    """The debug switch of set_check_errors."""
+    return _check_errors_on()

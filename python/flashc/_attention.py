@@ -3,7 +3,7 @@ import numbers
 
 from . import _arrays as A
 from ._call import attn_call, merge_call
-from ._lib import fail
+from ._lib import c_float, fail
 
 
 def _no_dropout(dropout_p):
@@ -14,18 +14,29 @@ def _no_dropout(dropout_p):
 def _scores(c, q, softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, num_splits):
     """Fills the score options shared by every entry point."""
     a = c.args
-    a.softmax_scale = 0.0 if softmax_scale is None else float(softmax_scale)
-    a.softcap = float(softcap or 0.0)
+    a.softmax_scale = _softmax_scale(softmax_scale)
+    a.softcap = c_float(softcap or 0.0, "softcap")
     a.causal = 1 if causal else 0
     window_size = (-1, -1) if window_size is None else window_size
     if len(window_size) != 2:
         fail("window_size: expected (left, right), got %r" % (window_size,))
-    a.window_left, a.window_right = int(window_size[0]), int(window_size[1])
-    a.num_splits = int(num_splits or 0)
+    c.set_int("window_left", window_size[0], "window_size[0]")
+    c.set_int("window_right", window_size[1], "window_size[1]")
+    c.set_int("num_splits", num_splits or 0)
     if alibi_slopes is not None:
         c.set("alibi_slopes", A.as_float(alibi_slopes, q, "alibi_slopes"))
     if sinks is not None:
         c.set("sinks", A.as_float(sinks, q, "sinks"))
+
+
+def _softmax_scale(softmax_scale):
+    """The C field: 0 means 1/sqrt(d) there, so an explicit 0 (flash_attn: all scores 0) is refused."""
+    if softmax_scale is None:
+        return 0.0
+    scale = c_float(softmax_scale, "softmax_scale")
+    if scale == 0:
+        fail("softmax_scale: = 0 is not supported (pass None for the default 1/sqrt(d))")
+    return scale
 
 
 def _outputs(c, q, out_shape, lse_shape, want_lse):
@@ -45,12 +56,14 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     Returns out (b, s_q, h, d_v) in q's dtype, or (out, softmax_lse, None) with return_attn_probs:
     softmax_lse is float32 (b, h, s_q); the third item (S_dmask in flash_attn) is always None.
     Differences from flash_attn: dropout_p must be 0 (ValueError otherwise); deterministic is ignored
-    (the forward is deterministic); no autograd. Extras: sinks (h,) float32 sink logits; num_splits
-    (0 = chosen by flashc) splits the key range.
+    (the forward is deterministic); no autograd; softmax_scale=0 raises (pass None for 1/sqrt(d)).
+    Extras: sinks (h,) float32 sink logits; num_splits (0 = chosen by flashc, at most 128) splits the
+    key range. Inputs the C API cannot read as they are (last dim not contiguous, byte-swapped, not
+    aligned) are copied. Scalars that a C int or a float32 cannot hold raise FlashcError naming them.
     """
     _no_dropout(dropout_p)
-    q = A.as_input(q, "q")
-    k, v = A.as_input(k, "k"), A.as_input(v, "v")
+    q = A.as_data(q, "q")
+    k, v = A.as_data(k, "k"), A.as_data(v, "v")
     A.need_ndim(q, (4,), "q")
     A.need_ndim(v, (4,), "v")
     b, s_q, h, _ = A.shape_of(q)
@@ -75,26 +88,38 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     Returns out (total_q, h, d_v), or (out, softmax_lse, None) with softmax_lse float32 (h, total_q).
     Differences from flash_attn: as flash_attn_func (no dropout, deterministic ignored, no autograd);
     max_seqlen_q/k must bound the true lengths on CUDA (the CPU checks the contents).
+    Bad contents: with block_table, key counts in host memory (cu_seqlens_k / seqused_k as lists, numpy
+    arrays, CPU tensors) are checked before the call on every device: more keys than max_pages *
+    page_size raise FlashcError naming block_table, as do pages outside the cache when block_table is in
+    host memory too. Contents that live only in CUDA memory are checked by the kernels: see
+    flashc.check_errors and flashc.set_check_errors.
     """
     _no_dropout(dropout_p)
-    q = A.as_input(q, "q")
-    k, v = A.as_input(k, "k"), A.as_input(v, "v")
+    q = A.as_data(q, "q")
+    k, v = A.as_data(k, "k"), A.as_data(v, "v")
     A.need_ndim(q, (3,), "q")
     A.need_ndim(v, (3, 4), "v")
     total_q, h, _ = A.shape_of(q)
     c = attn_call(q)
     c.set_many(q=q, k=k, v=v)
-    c.set("cu_seqlens_q", A.as_int32(cu_seqlens_q, q, "cu_seqlens_q"))
-    c.args.max_seqlen_q = int(max_seqlen_q)
+    cu_q = A.as_int32(cu_seqlens_q, q, "cu_seqlens_q")
+    c.set("cu_seqlens_q", cu_q)
+    c.set_int("max_seqlen_q", max_seqlen_q)
     if seqused_k is not None:
         c.set("seqused_k", A.as_int32(seqused_k, q, "seqused_k"))
     if block_table is None:
         c.set("cu_seqlens_k", A.as_int32(cu_seqlens_k, q, "cu_seqlens_k"))
-        c.args.max_seqlen_k = int(max_seqlen_k)
+        c.set_int("max_seqlen_k", max_seqlen_k)
     else:  # paged: the C API takes the key counts as seqused_k
-        c.set("page_table", A.as_int32(block_table, q, "block_table"), "block_table")
+        table = A.as_int32(block_table, q, "block_table")
+        c.set("page_table", table, "block_table")
         if seqused_k is None:
             c.set("seqused_k", A.diff_int32(A.as_int32(cu_seqlens_k, q, "cu_seqlens_k")), "cu_seqlens_k")
+            lens, len_name = A.host_ints(cu_seqlens_k), "cu_seqlens_k"
+            lens = None if lens is None or lens.ndim != 1 else lens[1:] - lens[:-1]
+        else:
+            lens, len_name = A.host_ints(seqused_k), "seqused_k"
+        _check_on_host(A.shape_of(cu_q)[0] - 1, lens, len_name, 0, table, A.host_ints(block_table), k)
     out, lse = _outputs(c, q, (total_q, h, A.shape_of(v)[-1]), (h, total_q), return_attn_probs)
     _scores(c, q, softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, num_splits)
     c.run_attn()
@@ -124,6 +149,14 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     flashc rotates query row r at its absolute position s_k - s_q + r (s_k = cache_seqlens + s_new)
     always; flash_attn rotates it at cache_seqlens + r when causal or local (the same when s_q = s_new)
     and every row at cache_seqlens otherwise. No autograd. Extras: sinks (h,) float32.
+    The cache written in place must have a contiguous last dimension, native byte order and aligned
+    data (it is never copied): FlashcError naming k_cache / v_cache otherwise.
+    Bad contents: where cache_seqlens is in host memory (an int, a list, a numpy array, a CPU tensor),
+    cache_seqlens[i] + s_new is checked before the call on every device: beyond the max_pages *
+    page_size keys of a paged cache it raises FlashcError (a RuntimeError) naming block_table, as
+    flash_attn does; beyond a dense cache's s_cache, naming cache_seqlens; with block_table in host
+    memory too, pages outside the cache raise naming block_table. A cache_seqlens in CUDA memory is
+    checked by the kernels: see flashc.check_errors and flashc.set_check_errors.
     """
     _unsupported("cache_batch_idx", cache_batch_idx)
     _unsupported("cache_leftpad", cache_leftpad)
@@ -131,9 +164,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         fail("k, v: give both new keys and new values, or neither")
     if k is not None and cache_seqlens is None:
         fail("cache_seqlens: required when k and v are appended to the cache")
-    q = A.as_input(q, "q")
+    q = A.as_data(q, "q")
     A.need_ndim(q, (4,), "q")
-    prep = A.as_input if k is None else A.as_inplace
+    prep = A.as_data if k is None else A.as_inplace
     k_cache, v_cache = prep(k_cache, "k_cache"), prep(v_cache, "v_cache")
     A.need_ndim(v_cache, (4,), "v_cache")
     b, s_q, h, _ = A.shape_of(q)
@@ -141,13 +174,17 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     c.set("q", q)
     c.set("k", k_cache, "k_cache")
     c.set("v", v_cache, "v_cache")
+    s_new = 0
     if k is not None:
-        c.set("k_new", A.as_input(k, "k"), "k")
-        c.set("v_new", A.as_input(v, "v"), "v")
-    if block_table is not None:
-        block_table = A.as_int32(block_table, q, "block_table")
-        c.set("page_table", block_table, "block_table")
-    c.set("seqused_k", _cache_seqlens(q, cache_seqlens, block_table, k_cache), "cache_seqlens")
+        k, v = A.as_data(k, "k"), A.as_data(v, "v")
+        c.set("k_new", k, "k")
+        c.set("v_new", v, "v")
+        s_new = A.shape_of(k)[1] if k.ndim == 4 else 0
+    table = None if block_table is None else A.as_int32(block_table, q, "block_table")
+    c.set("page_table", table, "block_table")
+    c.set("seqused_k", _cache_seqlens(q, cache_seqlens, table, k_cache), "cache_seqlens")
+    _check_on_host(b, _host_cache_seqlens(cache_seqlens, table, k_cache), "cache_seqlens", s_new, table,
+                   A.host_ints(block_table), k_cache)
     _rotary(c, q, rotary_cos, rotary_sin, rotary_interleaved)
     out, lse = _outputs(c, q, (b, s_q, h, A.shape_of(v_cache)[-1]), (b, h, s_q), return_softmax_lse)
     _scores(c, q, softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, num_splits)
@@ -164,8 +201,56 @@ def _cache_seqlens(q, cache_seqlens, block_table, k_cache):
         A.need_ndim(block_table, (2,), "block_table")
         return A.full_int32(q, b, A.shape_of(block_table)[1] * A.shape_of(k_cache)[1])
     if isinstance(cache_seqlens, numbers.Integral):
-        return A.full_int32(q, b, cache_seqlens)
+        return A.full_int32(q, b, cache_seqlens, "cache_seqlens")
     return A.as_int32(cache_seqlens, q, "cache_seqlens")
+
+
+def _host_cache_seqlens(cache_seqlens, table, k_cache):
+    """The values _cache_seqlens gave the C call, as a host array (b,), or None where they are only on
+    the device (a CUDA tensor) or there are none (a dense cache attended whole)."""
+    if cache_seqlens is None:
+        return None if table is None else A.host_ints(A.shape_of(table)[1] * A.shape_of(k_cache)[1])
+    return A.host_ints(cache_seqlens)
+
+
+def _check_on_host(b, lens, len_name, s_new, table, table_host, k_cache):
+    """What the kernels would otherwise only find on the device, checked before the call where the key
+    counts are in host memory, as flash_attn does: each sequence's lens[i] + s_new keys fit in its pages
+    (paged, table given; the error names block_table) or in the dense cache (naming len_name), and, where
+    the page table is in host memory too (table_host), the pages each sequence uses are pages of the cache.
+    lens: numpy (b,) or a scalar for every sequence; None: the counts are on the device, nothing to check
+    here. b: the batch. A malformed shape is left to the C API to report."""
+    if lens is None or k_cache.ndim != 4 or lens.shape not in ((), (b,)):
+        return
+    lens = A.np.broadcast_to(lens, (b,))
+    bad = A.np.flatnonzero(lens < 0)
+    if bad.size:
+        fail("%s: sequence %d has a negative key count (%d)" % (len_name, bad[0], lens[bad[0]]))
+    need = lens + s_new
+    if table is None:
+        cap = A.shape_of(k_cache)[1]  # dense: k_cache (b, s_cache, h_k, d)
+        over = A.np.flatnonzero(need > cap)
+        if over.size:
+            i = over[0]
+            fail("%s: sequence %d needs %d keys (%s %d + %d new), more than the %d of k_cache"
+                 % (len_name, i, need[i], len_name, lens[i], s_new, cap))
+        return
+    num_pages, page_size = A.shape_of(k_cache)[:2]
+    if table.ndim != 2 or A.shape_of(table)[0] != b or page_size < 1:
+        return
+    max_pages = A.shape_of(table)[1]
+    over = A.np.flatnonzero(need > max_pages * page_size)
+    if over.size:
+        i = over[0]
+        fail("block_table: sequence %d needs %d keys (%s %d + %d new), more than its %d pages of %d hold"
+             % (i, need[i], len_name, lens[i], s_new, max_pages, page_size))
+    if table_host is None:
+        return
+    used = (need + page_size - 1) // page_size
+    outside = (A.np.arange(max_pages)[None, :] < used[:, None]) & ((table_host < 0) | (table_host >= num_pages))
+    if outside.any():
+        i, j = (int(n) for n in A.np.argwhere(outside)[0])
+        fail("block_table: [%d][%d] = %d is not a page in [0, %d)" % (i, j, table_host[i, j], num_pages))
 
 
 def _rotary(c, q, rotary_cos, rotary_sin, rotary_interleaved):
@@ -174,8 +259,11 @@ def _rotary(c, q, rotary_cos, rotary_sin, rotary_interleaved):
     if rotary_cos is None:
         return
     keep = ("float32", A.dtype_name(q))
-    c.set("rotary_cos", A.as_float(rotary_cos, q, "rotary_cos", keep))
-    c.set("rotary_sin", A.as_float(rotary_sin, q, "rotary_sin", keep))
+    cos, sin = A.as_float(rotary_cos, q, "rotary_cos", keep), A.as_float(rotary_sin, q, "rotary_sin", keep)
+    if A.shape_of(cos) == A.shape_of(sin) and A.strides_of(cos) != A.strides_of(sin):
+        cos, sin = A.copy(cos), A.copy(sin)  # the C API reads both tables with one row stride
+    c.set("rotary_cos", cos)
+    c.set("rotary_sin", sin)
     c.args.rotary_interleaved = 1 if rotary_interleaved else 0
 
 
@@ -184,7 +272,8 @@ def merge_states(out_partial, lse_partial, out_dtype=None):
 
     out_partial (n, rows, h, d_v) float32/bf16/fp16, lse_partial float32 (n, rows, h). Returns (out, lse):
     lse = log(sum_s exp(lse_s)) float32 (rows, h), out = sum_s exp(lse_s - lse) * out_s (rows, h, d_v) in
-    out_dtype (default: out_partial's dtype; float32 output is CPU-only). A partial with lse = -inf
+    out_dtype (default: out_partial's dtype; float32 output is CPU-only; a string such as "bfloat16", a
+    torch dtype or a numpy dtype). A partial with lse = -inf
     contributes nothing; rows where all are -inf get out = 0, lse = -inf.
     Not in flash_attn 2 (flash_attn's own combine is internal).
     """
@@ -194,6 +283,7 @@ def merge_states(out_partial, lse_partial, out_dtype=None):
     _, rows, h, d_v = A.shape_of(out_partial)
     c = merge_call(out_partial)
     c.set_many(out_partial=out_partial, lse_partial=lse_partial)
+    out_dtype = None if out_dtype is None else A.float_dtype_name(out_dtype, "out_dtype")
     out = A.empty_like(out_partial, (rows, h, d_v), out_dtype)
     lse = A.empty_like(out_partial, (rows, h), "float32")
     c.set_many(out=out, lse=lse)

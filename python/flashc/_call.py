@@ -1,9 +1,11 @@
 """_call.py — builds one fc_attn_args / fc_merge_args call, keeps its arrays alive, runs it on CPU or CUDA."""
 import ctypes
 import sys
+import threading
 
 from . import _arrays as A
-from ._lib import FC_DEVICE_CPU, FC_DEVICE_CUDA, FcAttnArgs, FcMergeArgs, check, fail, lib
+from ._lib import (FC_DEVICE_CPU, FC_DEVICE_CUDA, FcAttnArgs, FcMergeArgs, c_int, check, check_errors_on, fail,
+                   lib)
 
 
 def _fc_device(dev, name):
@@ -21,7 +23,7 @@ class Call:
         self.dev = A.device_of(first)
         self.first_name = first_name
         self.keep = []
-        self.names = {}  # C field -> Python argument, where they differ (for error messages)
+        self.names = {}  # C field -> the Python argument it came from (for error messages)
         self.args = struct()
         self.args.device = _fc_device(self.dev, first_name)
 
@@ -34,14 +36,19 @@ class Call:
             fail("%s: is on %s but %s is on %s" % (name, _dev_str(A.device_of(x)), self.first_name,
                                                     _dev_str(self.dev)))
         self.keep.append(x)
-        if name != field:
-            self.names[field] = name
+        self.names[field] = name
         setattr(self.args, field, A.to_fc(x, name))
 
     def set_many(self, **arrays):
         """set() for each field=array whose Python name is the C field name."""
         for field, x in arrays.items():
             self.set(field, x)
+
+    def set_int(self, field, value, name=None):
+        """Sets a C int field, range-checked (ctypes would wrap 2**32 to 0)."""
+        name = name or field
+        self.names[field] = name
+        setattr(self.args, field, c_int(value, name))
 
     def _cuda(self):
         torch = sys.modules["torch"]
@@ -60,6 +67,7 @@ class Call:
             stream = torch.cuda.current_stream().cuda_stream
             check(L.fc_attn_fwd(ctypes.byref(self.args), ws.data_ptr() if ws is not None else None,
                                 size.value, stream), self.names)
+            self._launched(stream)
 
     def run_merge(self):
         L = lib()
@@ -68,7 +76,16 @@ class Call:
             return
         torch, device_ctx = self._cuda()
         with device_ctx:
-            check(L.fc_merge_states(ctypes.byref(self.args), torch.cuda.current_stream().cuda_stream), self.names)
+            stream = torch.cuda.current_stream().cuda_stream
+            check(L.fc_merge_states(ctypes.byref(self.args), stream), self.names)
+            self._launched(stream)
+
+    def _launched(self, stream):
+        """After a CUDA launch (inside the device's context): remembers the call's argument names for
+        check_errors; with the debug switch on, waits for the stream and raises what the kernels found."""
+        note_launch(self.dev[1], self.names)
+        if check_errors_on():
+            check_device(self.dev[1], stream)
 
     def dev_str(self):
         return _dev_str(self.dev)
@@ -89,3 +106,57 @@ def attn_call(q):
 
 def merge_call(out_partial):
     return Call(out_partial, "out_partial", FcMergeArgs)
+
+
+# ------------------------------------------------------------------------------------------------
+# Device-side errors. The device record holds the first error of any call since the last check, so its
+# C argument name ("page_table: ...") is mapped to the Python one through the names of every CUDA call
+# launched on that device since then: where they all agree (page_table is block_table in every entry
+# point) the Python name is used, where they differ (seqused_k is cache_seqlens in
+# flash_attn_with_kvcache, seqused_k or cu_seqlens_k in flash_attn_varlen_func) the C name stays.
+
+_pending_lock = threading.Lock()
+_pending = {}  # CUDA device index -> {C name: {Python names}} of the calls launched since its last check
+
+
+def note_launch(index, names):
+    with _pending_lock:
+        seen = _pending.setdefault(index, {})
+        for field, name in names.items():
+            seen.setdefault(field, set()).add(name)
+
+
+def _take_names(index):
+    """The C -> Python names that every call since the device's last check agrees on; forgets them."""
+    with _pending_lock:
+        seen = _pending.pop(index, {})
+    return {field: next(iter(names)) for field, names in seen.items() if len(names) == 1}
+
+
+def check_device(index, stream):
+    """fc_check_errors on the current CUDA device (index, for the names) and stream: waits for the stream,
+    raises FlashcError naming the Python argument if a kernel recorded an error."""
+    status = lib().fc_check_errors(stream)
+    check(status, _take_names(index))
+
+
+def _stream_handle(stream):
+    """A cudaStream_t from None (the default stream), an int handle, or a torch.cuda.Stream."""
+    if stream is None or isinstance(stream, int):
+        return stream
+    handle = getattr(stream, "cuda_stream", None)
+    if not isinstance(handle, int):
+        fail("stream: expected None, an int handle or a torch.cuda.Stream, got %s" % type(stream).__name__)
+    return handle
+
+
+def check_errors(stream=None):
+    """Waits for the stream and raises FlashcError if a kernel recorded an error (see flashc.check_errors)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        index = torch.cuda.current_device()
+        with torch.cuda.device(index):
+            handle = torch.cuda.current_stream().cuda_stream if stream is None else _stream_handle(stream)
+            check_device(index, handle)
+    else:
+        check_device(None, _stream_handle(stream))

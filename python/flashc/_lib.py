@@ -1,7 +1,10 @@
-"""_lib.py — loads libflashc.so and mirrors flashc.h's structs and entry points in ctypes."""
+"""_lib.py — loads libflashc.so, mirrors flashc.h's structs and entry points in ctypes, checks scalars for C fields."""
 import ctypes
 import ctypes.util
+import math
+import operator
 import os
+import struct
 
 # Enums of flashc.h (C int).
 FC_OK = 0
@@ -103,6 +106,7 @@ def _declare(lib):
         "fc_cuda_available": (ctypes.c_int, []),
         "fc_set_num_threads": (ctypes.c_int, [ctypes.c_int]),
         "fc_get_num_threads": (ctypes.c_int, []),
+        "fc_check_errors": (ctypes.c_int, [ctypes.c_void_p]),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(lib, name)
@@ -130,18 +134,82 @@ def lib():
     return _LIB
 
 
+def map_name(message, names):
+    """The message with its leading C argument ("k: ...") replaced by names[C argument], if there."""
+    arg, sep, why = message.partition(":")
+    if sep and names and arg in names:
+        return names[arg] + sep + why
+    return message
+
+
 def check(status, names=None):
     """Raises FlashcError for any status other than FC_OK. names maps the C argument that a message
     starts with ("k: ...") to the Python argument it came from ("k_cache: ...")."""
     if status != FC_OK:
         L = lib()
-        message = L.fc_last_error().decode(errors="replace")
-        arg, sep, why = message.partition(":")
-        if sep and names and arg in names:
-            message = names[arg] + sep + why
+        message = map_name(L.fc_last_error().decode(errors="replace"), names)
         raise FlashcError(status, message, L.fc_status_string(status).decode(errors="replace"))
 
 
 def fail(message, status=FC_ERR_INVALID_ARGUMENT):
     """Raises FlashcError for an argument the binding itself rejects ("arg: why")."""
     raise FlashcError(status, message)
+
+
+# Checked conversions into the C fields of fc_attn_args: ctypes would silently wrap an int that does not
+# fit a C int (2**32 becomes 0) and round a float outside float32's range to 0 or inf.
+C_INT_MIN, C_INT_MAX = -2**31, 2**31 - 1
+FLT_MIN, FLT_MAX = 2.0**-126, 3.4028234663852886e38  # smallest normal and largest finite float32
+
+
+def c_int(value, name):
+    """value as a C int; FlashcError naming the argument if it is not an integer or does not fit."""
+    try:
+        n = operator.index(value)
+    except TypeError:
+        fail("%s: expected an integer, got %s %r" % (name, type(value).__name__, value))
+    if not C_INT_MIN <= n <= C_INT_MAX:
+        fail("%s: = %d does not fit in a C int [-2^31, 2^31)" % (name, n))
+    return n
+
+
+def _as_float32(x):
+    """x rounded to float32; inf where it overflows (as the C conversion does)."""
+    try:
+        return struct.unpack("f", struct.pack("f", x))[0]
+    except OverflowError:
+        return math.copysign(float("inf"), x)
+
+
+def c_float(value, name):
+    """value as a float that float32 holds without becoming 0 or inf; NaN and inf pass (the C API
+    rejects them); FlashcError naming the argument otherwise."""
+    if isinstance(value, (str, bytes)):
+        fail("%s: expected a number, got %s %r" % (name, type(value).__name__, value))
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        fail("%s: expected a number, got %s %r" % (name, type(value).__name__, value))
+    if math.isfinite(x) and x != 0 and not FLT_MIN <= abs(_as_float32(x)) <= FLT_MAX:
+        fail("%s: = %r is outside float32's range: it must be 0 or %.3g <= |x| <= %.4g" % (name, x, FLT_MIN, FLT_MAX))
+    return x
+
+
+def _env_on(value):
+    """An environment switch: on unless unset, empty or "0"."""
+    return value not in (None, "", "0")
+
+
+# The debug switch of check_errors: FLASHC_CHECK_ERRORS, read once at import; set_check_errors changes it.
+_check_errors_on = _env_on(os.environ.get("FLASHC_CHECK_ERRORS"))
+
+
+def check_errors_on():
+    return _check_errors_on
+
+
+def set_check_errors_on(on):
+    """Sets the switch; returns its previous value."""
+    global _check_errors_on
+    before, _check_errors_on = _check_errors_on, bool(on)
+    return before
