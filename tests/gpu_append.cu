@@ -111,8 +111,9 @@ static void run_case(const append_case *c, cudaStream_t stream) {
         p.page_size = ps; p.num_pages = num_pages; p.max_pages = max_pages; p.page_table_sb = max_pages;
         fc_fast_div_init((uint32_t)ps, &p.page_div_mul, &p.page_div_shift); /* as api.c does */
         p.s_k = max_pages * ps;
-    } else {
-        p.s_k = cap;
+    } else { // varlen, as api.c normalises it: every row of k, the longest sequence (the kernels cut to these)
+        p.total_k = cu[B];
+        for (int b = 0; b < B; b++) p.s_k = cu[b + 1] - cu[b] > p.s_k ? cu[b + 1] - cu[b] : p.s_k;
     }
     int64_t knhs = d + c->pad, vnhs = dv + c->pad;
     twin kn = twin_make((size_t)B * sn * hk * knhs * es), vn = twin_make((size_t)B * sn * hk * vnhs * es);
