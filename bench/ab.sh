@@ -1,20 +1,30 @@
-# ab.sh — flashc alone, this tree's build against another tree's (A/B of a change), alternating rounds.
-# usage (GPU machine, repo root, after make): AB_OLD=DIR [AB_ROUNDS=2] [AB_SET=all] [AB_ONLY=SUBSTRING] sh bench/ab.sh
-# Builds DIR (make -j all there), then runs each tree's own bench/compare.py --fresh --flashc-only (its binding,
-# its library) once per round, new first in odd rounds, old first in even ones; prints every run's table.
-old=${AB_OLD:?AB_OLD: the tree to compare against}
+# ab.sh — flashc alone, builds of several trees side by side (A/B of a change), in rotating order.
+# usage (GPU machine, repo root, after make): AB_TREES="new:. old:DIR [name:DIR ...]" [AB_ROUNDS=2]
+#        [AB_SET=all] [AB_ONLY=SUBSTRING] [AB_SAMPLES=20] sh bench/ab.sh
+# Builds every tree but the first (make -j all there, in parallel), then runs each tree's own
+# bench/compare.py --fresh --flashc-only (its binding, its library) once per round, the order rotated by one
+# each round so no tree always runs first; prints every run's table.
+trees=${AB_TREES:?AB_TREES: name:dir pairs, the first one already built}
 rounds=${AB_ROUNDS:-2}
 set_=${AB_SET:-all}
 only=${AB_ONLY:+--only $AB_ONLY}
-make -C "$old" -j16 all >/dev/null 2>&1 || { echo "ab: build of $old failed"; exit 1; }
-run() { # run LABEL TREE
-    echo "== ab $1 round $r"
-    FLASHC_LIB=$2/build/libflashc.so PYTHONUNBUFFERED=1 python3 "$2/bench/compare.py" --fresh --flashc-only --set "$set_" $only \
-        --samples "${AB_SAMPLES:-20}" 2>&1 | grep -vE '^\s*$'
-}
-r=1
-while [ "$r" -le "$rounds" ]; do
-    if [ $((r % 2)) -eq 1 ]; then run new "$PWD"; run old "$old"
-    else run old "$old"; run new "$PWD"; fi
+first=1
+for t in $trees; do
+    if [ $first -eq 0 ]; then make -C "${t#*:}" -j16 all >"/tmp/ab-build-${t%%:*}.log" 2>&1 & fi
+    first=0
+done
+wait
+for t in $trees; do
+    [ -f "${t#*:}/build/libflashc.so" ] || { echo "ab: ${t#*:} has no build/libflashc.so"; exit 1; }
+done
+r=0
+while [ "$r" -lt "$rounds" ]; do
+    list=$(echo $trees | tr ' ' '\n' | awk -v r="$r" '{a[NR-1]=$0} END {for (i = 0; i < NR; i++) print a[(i + r) % NR]}')
+    for t in $list; do
+        name=${t%%:*} dir=$(cd "${t#*:}" && pwd)
+        echo "== ab $name round $((r + 1))"
+        FLASHC_LIB=$dir/build/libflashc.so PYTHONUNBUFFERED=1 python3 "$dir/bench/compare.py" --fresh --flashc-only \
+            --set "$set_" $only --samples "${AB_SAMPLES:-20}" 2>&1 | grep -E '^(decode|prefill)'
+    done
     r=$((r + 1))
 done
