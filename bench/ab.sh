@@ -1,13 +1,13 @@
 # ab.sh — flashc alone, builds of several trees side by side (A/B of a change), in rotating order.
 # usage (GPU machine, repo root, after make): AB_TREES="new:. old:DIR [name:DIR ...]" [AB_ROUNDS=2]
-#        [AB_SET=all] [AB_ONLY=SUBSTRING] [AB_SAMPLES=20] sh bench/ab.sh
+#        [AB_SET=all] [AB_ONLY="SUBSTRING ..."] [AB_SAMPLES=20] sh bench/ab.sh
 # Builds every tree but the first (make -j all there, in parallel), then runs each tree's own
 # bench/compare.py --fresh --flashc-only (its binding, its library) once per round, the order rotated by one
 # each round so no tree always runs first; prints every run's table.
 trees=${AB_TREES:?AB_TREES: name:dir pairs, the first one already built}
 rounds=${AB_ROUNDS:-2}
 set_=${AB_SET:-all}
-only=${AB_ONLY:+--only $AB_ONLY}
+only=${AB_ONLY:-}
 first=1
 for t in $trees; do
     if [ $first -eq 0 ]; then make -C "${t#*:}" -j16 all >"/tmp/ab-build-${t%%:*}.log" 2>&1 & fi
@@ -23,8 +23,10 @@ while [ "$r" -lt "$rounds" ]; do
     for t in $list; do
         name=${t%%:*} dir=$(cd "${t#*:}" && pwd)
         echo "== ab $name round $((r + 1))"
-        FLASHC_LIB=$dir/build/libflashc.so PYTHONUNBUFFERED=1 python3 "$dir/bench/compare.py" --fresh --flashc-only \
-            --set "$set_" $only --samples "${AB_SAMPLES:-20}" 2>&1 | grep -E '^(decode|prefill)'
+        for o in ${only:-""}; do # one compare.py per substring of AB_ONLY (or one over the whole set)
+            FLASHC_LIB=$dir/build/libflashc.so PYTHONUNBUFFERED=1 python3 "$dir/bench/compare.py" --fresh --flashc-only \
+                --set "$set_" ${o:+--only "$o"} --samples "${AB_SAMPLES:-20}" 2>&1 | grep -E '^(decode|prefill)'
+        done
     done
     r=$((r + 1))
 done
