@@ -7,8 +7,8 @@
  *
  * What is drawn: dtype bf16/fp16; (d, d_v) every pair of {64, 96, 128, 192, 256}, d = d_v and
  * (192, 128) most often; h_k 1..8 and a group of 1..16 (MHA, GQA, MQA), h_q <= 32; batch 1..8;
- * lengths 0, 1, short, medium (most), tile edges, and long (301..2048, then with few heads and one or
- * two sequences); masks none, causal, a window (wl, wr from -1 to past the key length), causal with
+ * lengths 0, 1, short, medium (most), tile edges, and long (301..2048, then one or two sequences);
+ * masks none, causal, a window (wl, wr from -1 to past the key length), causal with
  * a left window; softcap; scale; ALiBi (h_q) and (b, h_q); sinks; lse or not; dense, varlen (empty
  * sequences) and paged KV (page sizes 1 to 256); varlen queries; seqused_k; append (s_new 1..8) with
  * or without rotary (interleaved or not, rotary_dim d, d/2 or any even value, fp32 or q-dtype tables);
