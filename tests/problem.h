@@ -71,6 +71,8 @@ void set_mask(cfg *c, int mask);
 void mix_axes(cfg *c, uint64_t *r);
 
 void prob_build(prob *P, const cfg *c, const prob_opts *o, uint64_t seed);
+/* n random normal values of dt into p (bf16/fp16: drawn from a pre-encoded pool, fast on large tensors). */
+void fill_random(void *p, fc_dtype dt, int64_t n, uint64_t *rng);
 void prob_free(prob *P); /* host memory only: the program frees its device copies first */
 void *reg_host(const prob *P, const region *r);
 size_t reg_bytes(const region *r);
@@ -96,6 +98,13 @@ int refs_run(const fc_attn_args *a, refs *R); /* the two in parallel; 0, or -1 w
 double refs_err_low(const prob *P, const refs *R); /* max |low - out| over the sampled rows */
 void refs_free(refs *R);
 double tol_of(double err_low); /* FlashAttention's rule: 2 max|ref_lowp - ref64| + 1e-5 */
+/* The row step of refs_new that keeps ref64's work near budget multiply-adds (at least 8 rows; odd). */
+int refs_row_step(const prob *P, double budget);
+
+/* The cache after an append against flashc.h's statement of it: the appended rows hold v_new exactly and
+ * k_new rotated at its positions (within a rounding of the float64 rotation), every other byte as built.
+ * Returns the number of bad elements. */
+int64_t prob_cache_bad(const prob *P);
 
 /* Per-group statistics: one line of output per group. */
 typedef struct skip_kind {
