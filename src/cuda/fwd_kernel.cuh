@@ -146,14 +146,14 @@ __device__ __forceinline__ void load_q(const fc_problem &p, const fwd_tile &t, c
     }
 }
 
-// Where the rows of a key block live: thread i holds rows i, i + THREADS, ... (outer < 0: past the
+// Where the rows of a key block live: thread i holds rows i, i + THREADS, ... (row < 0: past the
 // sequence's end). Loaded one block before the table is written, so a page-table read is never waited
 // for on the spot.
 // A row's location in 32-bit fields (page-table entries, sequence indices and cu_seqlens rows all fit):
 // a page-table read kept as int32 is not sign-extended to int64 where it is issued, which made the warp
 // wait for it there (ncu: 32% of page size 1's stall samples), two blocks before it is needed.
 struct kv_loc32 {
-    int outer, row; // outer < 0: past the sequence's end
+    int outer, row; // row < 0: past the sequence's end (outer: a page-table entry as read, checked when used)
 };
 template <class C>
 struct row_locs {
@@ -167,20 +167,23 @@ __device__ __forceinline__ void locate_rows(const fc_problem &p, const fwd_tile 
 #pragma unroll
     for (int i = 0; i < row_locs<C>::R; i++) {
         int r = pipe_tid<C>() + i * C::LOADERS, j = n * C::BN + r;
-        fc_kv_loc l = it < n_blocks && r < C::BN && j < t.s.s_k ? kv_locate_checked(p, t.s, t.b, j) : fc_kv_loc{-1, 0};
+        fc_kv_loc l = it < n_blocks && r < C::BN && j < t.s.s_k ? fc_kv_locate(&p, &t.s, t.b, j) : fc_kv_loc{0, -1};
         L.loc[i] = kv_loc32{(int)l.outer, (int)l.row};
     }
 }
 
-// The row table of a block: element offsets of its rows in K and in V (-1: past the end).
+// The row table of key block n: element offsets of its rows in K and in V (-1: past the end); the
+// page-table entries checked here, where they are used.
 template <class C>
-__device__ __forceinline__ void write_row_table(const fc_problem &p, const fwd_tile &t, const row_locs<C> &L, int64_t *rows) {
+__device__ __forceinline__ void write_row_table(const fc_problem &p, const fwd_tile &t, int n, const row_locs<C> &L,
+                                                int64_t *rows) {
 #pragma unroll
     for (int i = 0; i < row_locs<C>::R; i++) {
         int r = pipe_tid<C>() + i * C::LOADERS;
         if (r >= C::BN) break;
         fc_kv_loc l = {L.loc[i].outer, L.loc[i].row};
-        bool valid = l.outer >= 0;
+        bool valid = l.row >= 0;
+        if (valid) l.outer = page_checked(p, t.b, n * C::BN + r, l.outer);
         rows[r] = valid ? fc_kv_offset(&p.k, l) + t.hk * p.k.sh : -1;
         rows[C::BN + r] = valid ? fc_kv_offset(&p.v, l) + t.hk * p.v.sh : -1;
     }
@@ -221,7 +224,7 @@ template <class C>
 __device__ __forceinline__ void issue_block(const fc_problem &p, const fwd_tile &t, int it, int n_blocks, char *stage,
                                             int64_t *rows, row_locs<C> &L, row_locs<C> &L2) {
     if (it < n_blocks) {
-        write_row_table<C>(p, t, L, rows);
+        write_row_table<C>(p, t, t.n_hi - 1 - it, L, rows);
         L = L2;
         locate_rows<C>(p, t, it + 2, n_blocks, L2); // page-table reads two blocks ahead, in flight meanwhile
         pipe_sync<C>();

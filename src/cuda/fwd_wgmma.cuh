@@ -119,11 +119,12 @@ __device__ __forceinline__ void wg_load_q(const fc_problem &p, const fwd_tile &t
     }
 }
 
-// Location of key row tid of block `it` (outer < 0: past the end, or no such block).
+// Location of key row tid of block `it` (row < 0: past the end, or no such block); a paged outer is the
+// page-table entry as read, checked where it is used (page_checked).
 template <class C>
 __device__ __forceinline__ fc_kv_loc wg_locate(const fc_problem &p, const fwd_tile &t, int it, int n_blocks, int tid) {
     int j = (t.n_hi - 1 - it) * C::BN + tid;
-    return it < n_blocks && j < t.s.s_k ? kv_locate_checked(p, t.s, t.b, j) : fc_kv_loc{-1, 0};
+    return it < n_blocks && j < t.s.s_k ? fc_kv_locate(&p, &t.s, t.b, j) : fc_kv_loc{0, -1};
 }
 
 // Block of BN rows x CH chunks of K or V from the row table, zero-filled past the end: each thread keeps
@@ -168,7 +169,8 @@ __device__ void wg_produce_rows(const fc_problem &p, const fwd_tile &t, const wg
     for (int it = 0; it < n_blocks; it++) {
         int g = pos + it, stage = g % C::STAGES;
         int64_t *rows = sm.tables + (g % 2) * 2 * C::BN; // alternating: one barrier per block suffices
-        bool valid = loc.outer >= 0;
+        bool valid = loc.row >= 0;
+        if (valid) loc.outer = page_checked(p, t.b, (t.n_hi - 1 - it) * C::BN + tid, loc.outer);
         rows[tid] = valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
         rows[C::BN + tid] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
         loc = wg_locate<C>(p, t, it + 1, n_blocks, tid); // the next block's page-table reads, in flight meanwhile
@@ -199,7 +201,8 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
         bool bulk = tm.kind != WG_TMA_OFF && (n + 1) * C::BN <= t.s.s_k, table = !bulk || tm.kind == WG_TMA_PAGED;
         int64_t *rows = sm.tables + (g % 2) * 2 * C::BN; // alternating: one barrier per block suffices
         if (table) {
-            bool valid = loc.outer >= 0;
+            bool valid = loc.row >= 0;
+            if (valid) loc.outer = page_checked(p, t.b, n * C::BN + tid, loc.outer);
             rows[tid] = bulk ? loc.outer << 32 | loc.row : valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
             rows[C::BN + tid] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
         }
