@@ -42,7 +42,7 @@
  *
  * NaN and Inf (what torch computes, except that hidden keys never matter):
  *   - Keys a row cannot see (masked, past seqused_k, or of other sequences) are never used for it:
- *     NaN or Inf in their k or v does not reach the row. Rows with no visible key: out 0, lse -inf.
+ *     NaN or Inf in their k or v does not reach the row. Rows with no visible key: as above.
  *   - A visible key whose score x_j (after steps 1-3) is NaN or +inf makes the row's out and lse NaN:
  *     NaN in q_i, in a visible k_j, in an ALiBi slope, Inf - Inf in the dot product. A sink that is
  *     NaN or +inf does the same. A score of -inf counts as a masked key (p_j = 0).
@@ -116,7 +116,7 @@
  * overlap freely (k and v may be one tensor; broadcast zero strides are fine). Appending into a paged
  * cache, every cache slot written must be used by no other key position of any sequence (no two
  * sequences append into one page, and no sequence reads a slot another one appends to); the CPU path
- * checks it (the page table is in host memory).
+ * checks it (the page table is in host memory), CUDA does not.
  *
  * Errors: every entry point returns a status. On any status other than FC_OK nothing has been written
  * (no output, no lse, no cache). fc_last_error() then names the argument and why, e.g.
