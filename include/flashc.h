@@ -35,6 +35,24 @@
  * A row with no visible key and no sink gets out = 0 and lse = -inf, never NaN. A sink adds mass to
  * the denominator only (it is a key whose value vector is zero).
  *
+ * Scale and softcap: |softmax_scale| < 2^127 and softcap = 0 (off) or 0 < softcap < 2^127 with
+ * |scale| / softcap a normal float, i.e. softcap in [|scale| / FLT_MAX, |scale| / FLT_MIN]; anything
+ * else is rejected. Step 2 is computed as c * tanh((scale / c) * dot(q_i, k_j)) in float.
+ * Windows: a side at least as long as every sequence's keys (left) or queries (right) is unbounded.
+ *
+ * NaN and Inf (what torch computes, except that hidden keys never matter):
+ *   - Keys a row cannot see (masked, past seqused_k, or of other sequences) are never used for it:
+ *     NaN or Inf in their k or v does not reach the row. Rows with no visible key: as above.
+ *   - A visible key whose score x_j (after steps 1-3) is NaN or +inf makes the row's out and lse NaN:
+ *     NaN in q_i, in a visible k_j, in an ALiBi slope, Inf - Inf in the dot product. A sink that is
+ *     NaN or +inf does the same. A score of -inf counts as a masked key (p_j = 0).
+ *   - NaN or Inf in the v of a visible key propagates into out (p_j * v_j, even where p_j underflows
+ *     to 0); lse is unaffected.
+ *   - Dot products that overflow float are +-inf (then the rules above).
+ * Accumulation: scores, softmax and P·V run in fp32. On the CPU P·V sums each block of 64 keys on its
+ * own, and the running sums over blocks are compensated (Kahan-style), so the rounding error of out
+ * does not grow with the number of keys (2^20 identical keys give out = v within 64 fp32 roundings).
+ *
  * GQA/MQA: h_q % h_k == 0, and query head h reads KV head h / (h_q / h_k).
  *
  * ------------------------------------------------------------------------------------------------
@@ -84,6 +102,22 @@
  * rotary table long enough) are made before the call on the CPU path; on the GPU the kernels make them
  * as they run, stay inside every tensor whatever the contents say, and record what they found for
  * fc_check_errors (below).
+ *
+ * Sizes: at most 2^30 query rows per sequence times h_q / h_k (dense: s_q; varlen: total_q, or
+ * max_seqlen_q if larger) and at most 2^30 keys per sequence (dense: s_k; varlen: total_k, or
+ * max_seqlen_k if larger; paged: max_pages * page_size), so that every index fits in 32 bits; s_new
+ * must not exceed the cache's capacity. Larger sizes are rejected (FC_ERR_INVALID_ARGUMENT).
+ *
+ * Memory: flashc never computes in place. The views it writes (out and lse; k and v when appending;
+ * out and lse of fc_merge_states) must not overlap themselves (no two elements at one address: a zero
+ * stride, or strides that make two index tuples meet) nor share any byte with any other argument, read
+ * or written. flashc proves this from the views alone: two views are disjoint when their byte ranges
+ * are, or when one is the other shifted with the same strides and the shift keeps them apart (k and v
+ * interleaved in one cache tensor); views that interleave otherwise are rejected. Read-only views may
+ * overlap freely (k and v may be one tensor; broadcast zero strides are fine). Appending into a paged
+ * cache, every cache slot written must be used by no other key position of any sequence (no two
+ * sequences append into one page, and no sequence reads a slot another one appends to); the CPU path
+ * checks it (the page table is in host memory), CUDA does not.
  *
  * Errors: every entry point returns a status. On any status other than FC_OK nothing has been written
  * (no output, no lse, no cache). fc_last_error() then names the argument and why, e.g.
@@ -233,7 +267,9 @@ fc_status fc_attn_fwd(const fc_attn_args *args, void *workspace, size_t workspac
 
 /* n partial results over disjoint key sets, each (out_s, lse_s), merge into
  *   lse = log(sum_s exp(lse_s)),  out = sum_s exp(lse_s - lse) * out_s.
- * A partial with lse_s = -inf contributes nothing; if all are -inf, out = 0 and lse = -inf. */
+ * A partial with lse_s = -inf contributes nothing (its out_s is not read); if all are -inf, out = 0 and
+ * lse = -inf. A NaN lse_s makes out and lse NaN, and so does an lse_s of +inf. out and lse must not
+ * overlap themselves or the inputs (see Memory above). */
 typedef struct fc_merge_args {
     fc_device device;
     fc_tensor out_partial;    /* (n, rows, h, d_v): float32, bf16 or fp16 */

@@ -1,6 +1,8 @@
 /* api.c — the public entry points: argument validation, normalization into fc_problem, dispatch. */
+#include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "internal.h"
 
@@ -86,7 +88,8 @@ static fc_status check_extent(const fc_tensor *t, const char *name) {
             return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "shape x stride overflows int64 offsets");
     }
     int64_t bytes;
-    if (__builtin_mul_overflow(max_off + 1, (int64_t)fc_dtype_size(t->dtype), &bytes) ||
+    if (__builtin_add_overflow(max_off, 1, &max_off) ||
+        __builtin_mul_overflow(max_off, (int64_t)fc_dtype_size(t->dtype), &bytes) ||
         (int64_t)(uintptr_t)t->data > INT64_MAX - bytes)
         return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "byte extent overflows the address space");
     return FC_OK;
@@ -265,7 +268,10 @@ static fc_status shape_keys(const fc_attn_args *a, fc_problem *p) {
         if (!is_present(&a->seqused_k))
             return fc_fail(FC_ERR_INVALID_ARGUMENT, "seqused_k", "is required with page_table");
         int64_t cap = (int64_t)p->max_pages * p->page_size;
-        p->s_k = cap > INT32_MAX ? INT32_MAX : (int)cap;
+        if (cap > FC_MAX_SEQ)
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, "page_table", "%d pages of %d keys hold %lld keys per sequence; at most "
+                           "2^30 are supported", p->max_pages, p->page_size, (long long)cap);
+        p->s_k = (int)cap;
     } else if (varlen) {
         TRY(check_index(&a->cu_seqlens_k, "cu_seqlens_k", 1));
         TRY(expect_dim(&a->cu_seqlens_k, "cu_seqlens_k", 0, (int64_t)p->batch + 1, "b+1, as cu_seqlens_q or q"));
@@ -341,19 +347,71 @@ static fc_status shape_append(const fc_attn_args *a, fc_problem *p) {
     return FC_OK;
 }
 
+/* ---------------------------------------------------------------------------------------------- */
+/* Attention: sizes the kernels index in int (no tensor contents read)                             */
+
+/* Upper bounds of one sequence's queries and keys, whatever the index tensors hold: the dense shapes;
+ * varlen, the rows of the tensor (or max_seqlen, if larger); paged, max_pages * page_size. */
+static int64_t query_bound(const fc_attn_args *a, const fc_problem *p) {
+    if (!p->cu_seqlens_q) return p->s_q;
+    return p->total_q > a->max_seqlen_q ? p->total_q : a->max_seqlen_q;
+}
+
+static int64_t key_bound(const fc_attn_args *a, const fc_problem *p) {
+    if (p->kv_layout != FC_KV_VARLEN) return p->s_k;
+    return p->total_k > a->max_seqlen_k ? p->total_k : a->max_seqlen_k;
+}
+
+/* At most FC_MAX_SEQ packed query rows and keys per sequence (flashc.h: "Sizes"); an append fits the cache. */
+static fc_status check_sizes(const fc_attn_args *a, const fc_problem *p) {
+    int64_t group = p->h_q / p->h_k, queries = query_bound(a, p), keys = key_bound(a, p);
+    if (queries * group > FC_MAX_SEQ) {
+        const char *name = p->cu_seqlens_q && a->max_seqlen_q > p->total_q ? "max_seqlen_q" : "q";
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "%lld queries per sequence x %lld query heads per KV head = %lld "
+                       "rows; at most 2^30 are supported", (long long)queries, (long long)group,
+                       (long long)(queries * group));
+    }
+    if (keys > FC_MAX_SEQ) {
+        const char *name = p->kv_layout == FC_KV_VARLEN && a->max_seqlen_k > p->total_k ? "max_seqlen_k" : "k";
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "%lld keys per sequence; at most 2^30 are supported", (long long)keys);
+    }
+    if (p->k_new.data && p->s_new > p->s_k)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "k_new", "s_new = %d new keys exceed the cache's capacity of %d", p->s_new,
+                       p->s_k);
+    return FC_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Attention: scores                                                                               */
+
 static int is_finite(float x) { return x == x && x - x == 0.0f; }
 
-static fc_status shape_scores(const fc_attn_args *a, fc_problem *p) {
-    if (!is_finite(a->softmax_scale))
-        return fc_fail(FC_ERR_INVALID_ARGUMENT, "softmax_scale", "must be finite, is %g", (double)a->softmax_scale);
+/* scale and softcap: finite, below 2^127 (times log2(e) they stay finite), and with a softcap the folded
+ * factor |scale| / softcap a normal float (it neither overflows nor loses bits). */
+static fc_status check_scale(const fc_attn_args *a, fc_problem *p) {
+    if (!is_finite(a->softmax_scale) || fabsf(a->softmax_scale) >= 0x1p127f)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "softmax_scale", "must be finite with |scale| < 2^127, is %g",
+                       (double)a->softmax_scale);
     p->scale = a->softmax_scale != 0.0f ? a->softmax_scale : 1.0f / sqrtf((float)p->d);
-    if (!is_finite(a->softcap) || a->softcap < 0.0f)
-        return fc_fail(FC_ERR_INVALID_ARGUMENT, "softcap", "must be finite and >= 0, is %g", (double)a->softcap);
+    if (!is_finite(a->softcap) || a->softcap < 0.0f || a->softcap >= 0x1p127f)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "softcap", "must be 0 (off) or in (0, 2^127), is %g", (double)a->softcap);
+    double folded = fabs((double)p->scale) / a->softcap;
+    if (a->softcap > 0.0f && (folded > FLT_MAX || folded < FLT_MIN))
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "softcap", "= %g makes |scale| / softcap = %g, not a normal float: "
+                       "softcap must lie in [|scale| / FLT_MAX, |scale| / FLT_MIN] = [%g, %g]", (double)a->softcap, folded,
+                       fabs((double)p->scale) / FLT_MAX, fabs((double)p->scale) / FLT_MIN);
     p->softcap = a->softcap;
+    return FC_OK;
+}
+
+static fc_status shape_scores(const fc_attn_args *a, fc_problem *p) {
+    TRY(check_scale(a, p));
     if (a->window_left < -1) return fc_fail(FC_ERR_INVALID_ARGUMENT, "window_left", "= %d must be >= -1", a->window_left);
     if (a->window_right < -1) return fc_fail(FC_ERR_INVALID_ARGUMENT, "window_right", "= %d must be >= -1", a->window_right);
-    p->window_left = a->window_left;
-    p->window_right = a->causal ? 0 : a->window_right;
+    /* A side that reaches past every key a sequence can have is unbounded: the same mask, and no
+     * diagonal +- window in the kernels comes near 2^31. */
+    p->window_left = a->window_left >= key_bound(a, p) ? -1 : a->window_left;
+    p->window_right = a->causal ? 0 : a->window_right >= query_bound(a, p) ? -1 : a->window_right;
     if (is_present(&a->alibi_slopes)) {
         const fc_tensor *t = &a->alibi_slopes;
         if (t->ndim == 1) {
@@ -381,6 +439,129 @@ static fc_status shape_scores(const fc_attn_args *a, fc_problem *p) {
 }
 
 /* ---------------------------------------------------------------------------------------------- */
+/* Written views: no element written twice, no byte shared with another argument (flashc.h: "Memory"). */
+
+/* A tensor's bytes as a strided view: its dims of extent > 1 in bytes, plus the element itself as a
+ * dim of extent esize and stride 1. One more dim for a union of two (views_disjoint). */
+typedef struct byte_view {
+    int n;
+    int64_t extent[FC_MAX_DIMS + 2], stride[FC_MAX_DIMS + 2];
+} byte_view;
+
+static int is_empty(const fc_tensor *t) {
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] == 0) return 1;
+    return 0;
+}
+
+static void add_dim(byte_view *v, int64_t extent, int64_t stride) {
+    if (extent < 2) return;
+    v->extent[v->n] = extent;
+    v->stride[v->n] = stride;
+    v->n++;
+}
+
+/* Injective (no two elements share a byte): with the dims sorted by stride, each stride exceeds the
+ * largest offset the smaller dims reach. Sufficient, and exact for every layout made of slices. */
+static int is_injective(byte_view v) {
+    for (int i = 1; i < v.n; i++) /* insertion sort by stride */
+        for (int j = i; j > 0 && v.stride[j] < v.stride[j - 1]; j--) {
+            int64_t e = v.extent[j], st = v.stride[j];
+            v.extent[j] = v.extent[j - 1], v.stride[j] = v.stride[j - 1];
+            v.extent[j - 1] = e, v.stride[j - 1] = st;
+        }
+    int64_t reach = 0, span;
+    for (int i = 0; i < v.n; i++) {
+        if (v.stride[i] <= reach) return 0;
+        if (__builtin_mul_overflow(v.extent[i] - 1, v.stride[i], &span) || __builtin_add_overflow(reach, span, &reach))
+            return 0;
+    }
+    return 1;
+}
+
+/* Validated tensors only (strides >= 0, byte extent within int64). */
+static byte_view bytes_of(const fc_tensor *t) {
+    byte_view v = {0};
+    int64_t es = (int64_t)fc_dtype_size(t->dtype);
+    add_dim(&v, es, 1);
+    for (int i = 0; i < t->ndim; i++) add_dim(&v, t->shape[i], t->stride[i] * es);
+    return v;
+}
+
+/* [first byte, one past the last byte] of a non-empty validated tensor. */
+static void byte_range(const fc_tensor *t, uintptr_t *lo, uintptr_t *hi) {
+    int64_t last = 0;
+    for (int i = 0; i < t->ndim; i++) last += (t->shape[i] - 1) * t->stride[i];
+    *lo = (uintptr_t)t->data;
+    *hi = *lo + (uintptr_t)((last + 1) * (int64_t)fc_dtype_size(t->dtype));
+}
+
+/* No byte in common: byte ranges apart, or one view the other shifted (same element size and strides)
+ * with their union, a dim of extent 2 over the shift, injective (k and v interleaved in one cache). */
+static int views_disjoint(const fc_tensor *a, const fc_tensor *b) {
+    if (is_empty(a) || is_empty(b)) return 1;
+    uintptr_t a0, a1, b0, b1;
+    byte_range(a, &a0, &a1);
+    byte_range(b, &b0, &b1);
+    if (a1 <= b0 || b1 <= a0) return 1;
+    if (fc_dtype_size(a->dtype) != fc_dtype_size(b->dtype) || a->ndim != b->ndim) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->stride[i] != b->stride[i] && (a->shape[i] > 1 || b->shape[i] > 1)) return 0;
+    byte_view u = {0};
+    int64_t es = (int64_t)fc_dtype_size(a->dtype);
+    add_dim(&u, es, 1);
+    for (int i = 0; i < a->ndim; i++)
+        add_dim(&u, a->shape[i] > b->shape[i] ? a->shape[i] : b->shape[i], a->stride[i] * es);
+    add_dim(&u, 2, (int64_t)(a0 > b0 ? a0 - b0 : b0 - a0));
+    return is_injective(u);
+}
+
+typedef struct named {
+    const fc_tensor *t;
+    const char *name;
+} named;
+
+/* Each written view injective and disjoint from every other argument present. */
+static fc_status check_written_views(const named *written, int n_written, const named *all, int n_all) {
+    for (int w = 0; w < n_written; w++) {
+        const fc_tensor *t = written[w].t;
+        if (is_empty(t)) continue;
+        if (!is_injective(bytes_of(t))) {
+            char dims[256];
+            int k = 0;
+            for (int i = 0; i < t->ndim; i++)
+                k += snprintf(dims + k, sizeof dims - (size_t)k, "%s%lld/%lld", i ? ", " : "", (long long)t->shape[i],
+                              (long long)t->stride[i]);
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, written[w].name, "shape/stride (%s) puts two elements at one address: "
+                           "a view flashc writes must not overlap itself", dims);
+        }
+        for (int i = 0; i < n_all; i++)
+            if (all[i].t != t && all[i].t->data && !views_disjoint(t, all[i].t))
+                return fc_fail(FC_ERR_INVALID_ARGUMENT, written[w].name, "overlaps %s: a view flashc writes must not share "
+                               "memory with another argument", all[i].name);
+    }
+    return FC_OK;
+}
+
+/* out, lse, and the cache (k, v) when appending. */
+static fc_status check_written(const fc_attn_args *a, const fc_problem *p) {
+    const named all[] = {{&a->q, "q"}, {&a->k, "k"}, {&a->v, "v"}, {&a->out, "out"}, {&a->lse, "lse"},
+                         {&a->cu_seqlens_q, "cu_seqlens_q"}, {&a->cu_seqlens_k, "cu_seqlens_k"},
+                         {&a->seqused_k, "seqused_k"}, {&a->page_table, "page_table"}, {&a->k_new, "k_new"},
+                         {&a->v_new, "v_new"}, {&a->rotary_cos, "rotary_cos"}, {&a->rotary_sin, "rotary_sin"},
+                         {&a->alibi_slopes, "alibi_slopes"}, {&a->sinks, "sinks"}};
+    named written[4];
+    int n = 0;
+    written[n++] = (named){&a->out, "out"};
+    if (a->lse.data) written[n++] = (named){&a->lse, "lse"};
+    if (p->k_new.data) {
+        written[n++] = (named){&a->k, "k"};
+        written[n++] = (named){&a->v, "v"};
+    }
+    return check_written_views(written, n, all, (int)(sizeof all / sizeof all[0]));
+}
+
+/* ---------------------------------------------------------------------------------------------- */
 /* Attention: contents (host memory only — the CPU path)                                           */
 
 /* cu_seqlens: starts at 0, never decreases, ends within `total` rows; returns the longest length. */
@@ -389,9 +570,9 @@ static fc_status check_cu_seqlens(const int32_t *cu, int batch, int64_t total, i
     if (cu[0] != 0) return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "[0] = %d, must be 0", cu[0]);
     int longest = 0;
     for (int b = 0; b < batch; b++) {
-        int len = cu[b + 1] - cu[b];
         if (cu[b + 1] < cu[b])
             return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "decreases at [%d] (%d < %d)", b + 1, cu[b + 1], cu[b]);
+        int len = cu[b + 1] - cu[b]; /* 0 <= cu[b] <= cu[b + 1]: no overflow */
         if (len > longest) longest = len;
     }
     if (cu[batch] > total)
@@ -441,6 +622,72 @@ static fc_status check_pages(const fc_problem *p) {
     return FC_OK;
 }
 
+/* A page entry an append writes into: page `page`, entry i of sequence b's table. */
+typedef struct page_write {
+    int32_t page;
+    int b;
+    int64_t i;
+} page_write;
+
+static int by_page(const void *x, const void *y) {
+    int32_t a = ((const page_write *)x)->page, b = ((const page_write *)y)->page;
+    return (a > b) - (a < b);
+}
+
+/* Keys of sequence b, appended ones included (after check_seqused: no overflow). */
+static int64_t keys_of(const fc_problem *p, int b) { return (int64_t)p->seqused_k[b] + p->s_new; }
+
+/* Rows of entry i of sequence b's table that the sequence reads: [0, *read); that its append writes:
+ * [*w0, *w1) (empty when the entry receives no new key). */
+static void entry_rows(const fc_problem *p, int b, int64_t i, int64_t *read, int64_t *w0, int64_t *w1) {
+    int64_t first = i * p->page_size, keys = keys_of(p, b), used = p->seqused_k[b];
+    *read = keys - first < p->page_size ? keys - first : p->page_size;
+    *w0 = used - first > 0 ? used - first : 0;
+    *w1 = *read;
+}
+
+/* Append into a paged cache: every slot the append writes is read at one key position only, its own.
+ * Two writers of one page always clash (each reads the rows before its own new ones), so the table's
+ * written entries are sorted by page and checked for repeats; then each entry any sequence reads is
+ * looked up among them. */
+static fc_status check_page_writes(const fc_problem *p) {
+    if (p->s_new == 0) return FC_OK;
+    int64_t n = 0;
+    for (int b = 0; b < p->batch; b++)
+        n += (keys_of(p, b) - 1) / p->page_size - p->seqused_k[b] / p->page_size + 1;
+    page_write *w = malloc(sizeof *w * (size_t)n);
+    if (!w) return fc_fail(FC_ERR_OUT_OF_MEMORY, "page_table", "cannot allocate %lld entries to check the append", (long long)n);
+    n = 0;
+    for (int b = 0; b < p->batch; b++)
+        for (int64_t i = p->seqused_k[b] / p->page_size; i <= (keys_of(p, b) - 1) / p->page_size; i++)
+            w[n++] = (page_write){p->page_table[b * p->page_table_sb + i], b, i};
+    qsort(w, (size_t)n, sizeof *w, by_page);
+    fc_status st = FC_OK;
+    for (int64_t k = 1; k < n && st == FC_OK; k++)
+        if (w[k].page == w[k - 1].page)
+            st = fc_fail(FC_ERR_INVALID_ARGUMENT, "page_table", "page %d receives new keys of sequence %d (entry %lld) and of "
+                         "sequence %d (entry %lld): appends must write slots no other key uses", w[k].page, w[k - 1].b,
+                         (long long)w[k - 1].i, w[k].b, (long long)w[k].i);
+    for (int b = 0; b < p->batch && st == FC_OK; b++) {
+        int64_t pages = (keys_of(p, b) + p->page_size - 1) / p->page_size;
+        for (int64_t i = 0; i < pages && st == FC_OK; i++) {
+            page_write key = {p->page_table[b * p->page_table_sb + i], b, i};
+            const page_write *e = bsearch(&key, w, (size_t)n, sizeof *w, by_page);
+            if (!e || (e->b == b && e->i == i)) continue;
+            int64_t read, w0, w1, unused;
+            entry_rows(p, b, i, &read, &unused, &unused);
+            entry_rows(p, e->b, e->i, &unused, &w0, &w1);
+            if (w0 < read)
+                st = fc_fail(FC_ERR_INVALID_ARGUMENT, "page_table", "page %d: sequence %d appends its key %lld into slot %lld, "
+                             "which sequence %d reads as its key %lld: appends must write slots no other key uses",
+                             key.page, e->b, (long long)(e->i * p->page_size + w0), (long long)w0, b,
+                             (long long)(i * p->page_size + w0));
+        }
+    }
+    free(w);
+    return st;
+}
+
 /* Rotary positions: keys up to s_k - 1; queries from s_k - s_q, which must not be negative. */
 static fc_status check_rotary(const fc_problem *p) {
     for (int b = 0; b < p->batch; b++) {
@@ -462,6 +709,7 @@ static fc_status check_contents(const fc_attn_args *a, fc_problem *p) {
         TRY(check_cu_seqlens(p->cu_seqlens_k, p->batch, a->k.shape[0], p->s_k, "cu_seqlens_k", "max_seqlen_k", &p->s_k));
     if (p->seqused_k) TRY(check_seqused(p));
     if (p->kv_layout == FC_KV_PAGED) TRY(check_pages(p));
+    if (p->kv_layout == FC_KV_PAGED && p->k_new.data) TRY(check_page_writes(p));
     if (p->rotary_cos) TRY(check_rotary(p));
     return FC_OK;
 }
@@ -479,7 +727,9 @@ static fc_status make_problem(const fc_attn_args *a, fc_problem *p, int read_con
     TRY(shape_output(a, p));
     TRY(shape_keys(a, p));
     TRY(shape_append(a, p));
+    TRY(check_sizes(a, p));
     TRY(shape_scores(a, p));
+    TRY(check_written(a, p));
     TRY(check_cuda_present(p->device));
     return read_contents ? check_contents(a, p) : FC_OK;
 }
@@ -548,7 +798,9 @@ static fc_status make_merge_problem(const fc_merge_args *a, fc_merge_problem *m)
     m->op_sn = op->stride[0]; m->op_sr = op->stride[1]; m->op_sh = op->stride[2];
     m->lse_partial = (const float *)lp->data; m->lp_sn = lp->stride[0]; m->lp_sr = lp->stride[1]; m->lp_sh = lp->stride[2];
     m->out = o->data; m->out_dtype = o->dtype; m->o_sr = o->stride[0]; m->o_sh = o->stride[1];
-    return FC_OK;
+    const named all[] = {{op, "out_partial"}, {lp, "lse_partial"}, {o, "out"}, {l, "lse"}};
+    const named written[] = {{o, "out"}, {l, "lse"}};
+    return check_written_views(written, l->data ? 2 : 1, all, 4);
 }
 
 fc_status fc_merge_states(const fc_merge_args *args, void *stream) {

@@ -52,7 +52,8 @@ typedef struct fc_problem {
     /* Keys and values. */
     fc_kv_layout kv_layout;
     fc_view k, v;              /* paged: sb is the page stride, sr the row-in-page stride */
-    int s_k;                   /* dense: cache capacity (k.shape[1]); varlen: max keys; paged: max_pages*page_size */
+    int s_k;                   /* dense: cache capacity (k.shape[1]); varlen: max keys; paged: max_pages*page_size
+                                * (<= FC_MAX_SEQ) */
     int64_t total_k;           /* varlen: rows of k and v (k.shape[0]); else 0 */
     const int32_t *cu_seqlens_k;
     const int32_t *seqused_k;  /* NULL: every key of the layout counts */
@@ -73,7 +74,7 @@ typedef struct fc_problem {
     /* Scores. */
     float scale;               /* resolved: never 0 */
     float softcap;             /* 0: off */
-    int window_left, window_right; /* resolved: causal folded in; -1 unbounded */
+    int window_left, window_right; /* resolved: causal folded in; -1 unbounded; < FC_MAX_SEQ */
     const float *alibi;        /* NULL: off. slope (b, h) = alibi[b*alibi_sb + h*alibi_sh] */
     int64_t alibi_sb, alibi_sh;
     const float *sinks;        /* NULL: off. sink h = sinks[h*sinks_sh] */
@@ -120,6 +121,12 @@ int fc_cuda_device_count(void);
 /* Host heuristics (plan.c).                                                                       */
 
 #define FC_MAX_SPLITS 128
+
+/* Sizes api.c accepts, so that the kernels index rows and keys in int: at most FC_MAX_SEQ packed query
+ * rows per sequence (its queries times h_q / h_k) and FC_MAX_SEQ keys per sequence (cache capacity);
+ * a resolved window side is below FC_MAX_SEQ (a wider one is unbounded, -1). A diagonal plus a window
+ * side plus a tile thus stays below 2^31. */
+#define FC_MAX_SEQ (1 << 30)
 
 /* Number of KV splits for a problem of `work_items` independent (batch, head, query-tile) items over
  * `n_kv_blocks` key blocks, on a machine with `n_workers` parallel units (cores or SMs). `asked` is
@@ -202,20 +209,15 @@ FC_HD int64_t fc_q_row_offset(const fc_view *x, const fc_seqlen *s, int b, int r
 /* Block info (FlashAttention's BlockInfo): the keys a range of query rows can see.                 */
 
 /* Visible keys of query rows [r0, r1) (r1 > r0) of a sequence with s_q queries and s_k keys:
- * [*j0, *j1), empty when *j0 >= *j1. Uses the resolved window (causal folded in). */
+ * [*j0, *j1), empty when *j0 >= *j1. Uses the resolved window (causal folded in). The diagonal and
+ * window edges are computed in 64 bits (a window near 2^31 must not wrap), then clamped to [0, s_k]
+ * on the side they bound; *j1 may be negative (an empty range). */
 FC_HD void fc_key_range(const fc_problem *p, int s_q, int s_k, int r0, int r1, int *j0, int *j1) {
-    int off = s_k - s_q;
-    int lo = 0, hi = s_k;
-    if (p->window_left >= 0) {
-        int l = r0 + off - p->window_left;
-        lo = l > 0 ? l : 0;
-    }
-    if (p->window_right >= 0) {
-        int h = r1 - 1 + off + p->window_right + 1;
-        hi = h < s_k ? h : s_k;
-    }
-    *j0 = lo;
-    *j1 = hi;
+    int64_t off = (int64_t)s_k - s_q;
+    int64_t lo = p->window_left >= 0 ? r0 + off - p->window_left : 0;
+    int64_t hi = p->window_right >= 0 ? r1 + off + p->window_right : s_k;
+    *j0 = (int)(lo > 0 ? lo : 0);     /* lo <= r0 + off < s_k */
+    *j1 = (int)(hi < s_k ? hi : s_k); /* hi >= r1 + off > -s_q */
 }
 
 /* ---------------------------------------------------------------------------------------------- */

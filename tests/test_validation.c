@@ -147,6 +147,13 @@ static void *offset_bytes(void *p, int n) { return (char *)p + n; }
 
 static void set_i32(fc_tensor *t, int i, int v) { ((int32_t *)t->data)[i] = v; }
 
+/* Dim 1 of a 4D (or 3D) tensor made n long, every stride but the last zero: a broadcast view of any
+ * size over a few bytes. */
+static void broadcast(fc_tensor *t, int64_t n) {
+    t->shape[1] = n;
+    for (int i = 0; i < t->ndim - 1; i++) t->stride[i] = 0;
+}
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Checks                                                                                          */
 
@@ -583,12 +590,106 @@ static void scores_and_options(void) {
     FWD(FX_DENSE, INV, "sinks", a->sinks.shape[0] = 5);
     FWD(FX_DENSE, INV, "sinks", a->sinks.dtype = FC_BF16);
     FWD(FX_DENSE, INV, "sinks", reshape(&a->sinks, 2, 1, 4, 0, 0));
+    FWD(FX_DENSE, INV, "softcap", a->softcap = 1e-40f);                     /* scale / softcap overflows */
+    FWD(FX_DENSE, INV, "softcap", a->softmax_scale = 100; a->softcap = 1e-37f);
+    FWD(FX_DENSE, INV, "softcap", a->softcap = 1e38f);                      /* scale / softcap not normal */
+    FWD(FX_DENSE, INV, "softcap", a->softcap = 3e38f);
+    FWD(FX_DENSE, INV, "softmax_scale", a->softmax_scale = -3e38f);
     FWD(FX_DENSE, INV, "num_splits", a->num_splits = -1);
     FWD(FX_DENSE, INV, "num_splits", a->num_splits = 129);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
 /* fc_merge_states, threads, statuses                                                              */
+
+/* Views that pass every check: overlaps of read-only views, k and v interleaved in one cache, a page
+ * shared read-only by two sequences, a tiny softcap, the widest windows. */
+static void valid_views(void) {
+    static const char *labels[] = {"k and v interleaved in one cache (append)", "k == v (read only)",
+                                   "broadcast q (zero strides)", "page shared read-only by two sequences (append)",
+                                   "softcap 1e-30", "window (2^31-1, 2^31-1)", "max_seqlen_q 2^29 (h_q/h_k = 2)",
+                                   "q and out interleaved in one tensor"};
+    for (int k = 0; k < 8; k++) {
+        if (!case_begin(labels[k])) continue;
+        fixture f;
+        fx_init(&f, k == 0 ? FX_DENSE_APPEND : k == 3 ? FX_PAGED_APPEND : k == 6 ? FX_VARLEN : FX_DENSE, FC_BF16);
+        fc_attn_args *a = &f.a;
+        switch (k) {
+        case 0: /* (b, s, 2, h_k, d): k = [:, :, 0], v = [:, :, 1] */
+            a->k.stride[0] = a->v.stride[0] = 16 * 256;
+            a->k.stride[1] = a->v.stride[1] = 256;
+            a->v.data = (uint16_t *)a->k.data + 128;
+            break;
+        case 1: a->v = a->k; break;
+        case 2: a->q.stride[0] = a->q.stride[1] = a->q.stride[2] = 0; break;
+        case 3: set_i32(&a->seqused_k, 0, 10), set_i32(&a->page_table, 3, 4); break; /* both read page 4, neither appends to it */
+        case 4: a->softcap = 1e-30f; break;
+        case 5: a->causal = 0, a->window_left = a->window_right = INT32_MAX; break;
+        case 6: a->max_seqlen_q = 1 << 29; break;
+        default: /* (b, s_q, 2, h_q, d): q = [:, :, 0], out = [:, :, 1] */
+            a->q.stride[0] = a->out.stride[0] = 4 * 512;
+            a->q.stride[1] = a->out.stride[1] = 512;
+            a->out.data = (uint16_t *)a->q.data + 256;
+            break;
+        }
+        fc_status st = fc_attn_fwd(a, NULL, 0, NULL);
+        tu_check(st == FC_OK, "[valid: %s] status %s: %s", labels[k], fc_status_string(st), fc_last_error());
+        fx_free(&f);
+        case_end();
+    }
+}
+
+/* Sizes past 2^30 packed query rows or keys per sequence; offsets and lengths that overflow int. */
+static void sizes(void) {
+    FWD(FX_DENSE, INV, "q", a->lse.data = NULL; broadcast(&a->q, (1 << 29) + 1); broadcast(&a->out, (1 << 29) + 1));
+    FWD(FX_VARLEN, INV, "max_seqlen_q", a->max_seqlen_q = (1 << 29) + 1);              /* x 2 query heads per KV head */
+    FWD(FX_DENSE, INV, "k", broadcast(&a->k, (1 << 30) + 1); broadcast(&a->v, (1 << 30) + 1));
+    FWD(FX_DENSE, INV, "k", broadcast(&a->k, INT32_MAX); broadcast(&a->v, INT32_MAX));
+    FWD(FX_VARLEN, INV, "max_seqlen_k", a->max_seqlen_k = (1 << 30) + 1);
+    FWD(FX_PAGED_APPEND, INV, "page_table", a->page_table.shape[1] = (1 << 27) + 1; a->page_table.stride[0] = 0);
+    FWD(FX_DENSE_APPEND, INV, "k_new", reshape(&a->k_new, 4, 2, 17, 2, 64); reshape(&a->v_new, 4, 2, 17, 2, 64));
+    FWD(FX_DENSE, INV, "q", a->q.stride[0] = INT64_MAX - 1023);                         /* last offset INT64_MAX */
+    FWD_CONTENT(FX_VARLEN, INV, "cu_seqlens_q", set_i32(&a->cu_seqlens_q, 2, INT32_MIN)); /* INT32_MIN - 3 */
+    FWD_CONTENT(FX_VARLEN, INV, "cu_seqlens_k", set_i32(&a->cu_seqlens_k, 2, INT32_MIN)); /* INT32_MIN - 10 */
+}
+
+/* Views flashc writes that overlap themselves or another argument. */
+static void overlaps(void) {
+    FWD(FX_DENSE, INV, "out", a->out.stride[1] = 0);
+    FWD(FX_DENSE, INV, "out", a->out.stride[2] = 0);
+    FWD(FX_DENSE, INV, "out", a->out.stride[1] = 64);                  /* rows and heads meet */
+    FWD(FX_DENSE, INV, "out", a->out.stride[0] = 100);                 /* batch 1 inside batch 0 */
+    FWD(FX_DENSE, INV, "lse", a->lse.stride[2] = 0);
+    FWD(FX_VARLEN, INV, "lse", a->lse.stride[0] = 0);
+    FWD(FX_DENSE, INV, "out|lse", a->lse.data = a->out.data);
+    FWD(FX_DENSE, INV, "out|lse", a->lse.data = offset_bytes(a->out.data, 1024));
+    FWD(FX_DENSE, INV, "out|q", a->out.data = a->q.data);              /* in place */
+    FWD(FX_DENSE, INV, "out|q", a->out.data = offset_bytes(a->q.data, 128));
+    FWD(FX_DENSE, INV, "out|k", a->out.data = a->k.data);
+    FWD(FX_DENSE, INV, "out|sinks", a->sinks.data = a->out.data);
+    FWD(FX_DENSE, INV, "lse|alibi_slopes", a->alibi_slopes.data = offset_bytes(a->lse.data, 8));
+    FWD(FX_VARLEN, INV, "lse|cu_seqlens_q", a->cu_seqlens_q.data = a->lse.data);
+    FWD(FX_DENSE_APPEND, INV, "k", a->k.stride[1] = 0);                /* the cache overlaps itself */
+    FWD(FX_DENSE_APPEND, INV, "v", a->v.stride[0] = 64);
+    FWD(FX_DENSE_APPEND, INV, "k|v", a->v.data = a->k.data);
+    FWD(FX_DENSE_APPEND, INV, "k|k_new", a->k_new.data = a->k.data);
+    FWD(FX_DENSE_APPEND, INV, "k|seqused_k", a->seqused_k.data = offset_bytes(a->k.data, 64));
+    FWD(FX_PAGED_APPEND, INV, "v|v_new", a->v_new.data = offset_bytes(a->v.data, 2 * 64 * 2 * 8));
+    FWD(FX_PAGED_APPEND, INV, "k|rotary_cos", a->rotary_cos.data = a->k.data);
+    FWD(FX_PAGED_APPEND, INV, "k", a->k.stride[0] = 0);
+    FWD(FX_PAGED_APPEND, INV, "k|v", a->v.data = offset_bytes(a->k.data, 128)); /* v's head 0 is k's head 1 */
+    FWD(FX_PAGED_APPEND, INV, "out|k_new", a->out.data = a->k_new.data);
+    /* Page slots (page table: sequence 0 {4, 1, 3}, sequence 1 {0, 5, 2}; 5 and 10 keys, 2 new each). */
+    FWD_CONTENT(FX_PAGED_APPEND, INV, "page_table", set_i32(&a->page_table, 4, 4));  /* both append into page 4 */
+    FWD_CONTENT(FX_PAGED_APPEND, INV, "page_table", set_i32(&a->page_table, 3, 4));  /* 1 reads where 0 appends */
+    FWD_CONTENT(FX_PAGED_APPEND, INV, "page_table", set_i32(&a->page_table, 3, 5));  /* 1 appends over its own keys */
+    FWD_CONTENT(FX_PAGED_APPEND, INV, "page_table", set_i32(&a->seqused_k, 0, 14); set_i32(&a->page_table, 1, 4));
+    MERGE(INV, "out", m->out.stride[0] = 0);
+    MERGE(INV, "lse", m->lse.stride[1] = 0);
+    MERGE(INV, "out|out_partial", m->out.data = m->out_partial.data);
+    MERGE(INV, "lse|lse_partial", m->lse.data = offset_bytes(m->lse_partial.data, 40));
+    MERGE(INV, "out|lse", m->lse.data = m->out.data);
+}
 
 static void merge(void) {
     MERGE(INV, "out_partial", m->out_partial.data = NULL);
@@ -692,6 +793,7 @@ int main(void) {
     statuses_and_basics();
     valid_calls();
     valid_edges();
+    valid_views();
     null_args();
     missing_and_misaligned();
     ndim_and_shapes();
@@ -703,6 +805,8 @@ int main(void) {
     append();
     rotary();
     scores_and_options();
+    sizes();
+    overlaps();
     merge();
     threads();
     thread_messages();

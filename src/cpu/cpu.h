@@ -32,11 +32,22 @@ FC_CPU_INLINE float fc_madd(float a, float b, float c) {
 #endif
 }
 
+/* The running sum o + c (c: the rounding error o has lost) becomes alpha (o + c) + b: t = alpha o +
+ * (alpha c + b) rounded, and c its error by Fast2Sum, exact while |alpha o| >= |alpha c + b| (the case
+ * where it matters: o holding many blocks, b one more). alpha o itself is not compensated (alpha < 1
+ * only when the running max grows). */
+FC_CPU_INLINE void fc_comp_add(float *o, float *c, float alpha, float b) {
+    float s = alpha * *o, y = fc_madd(alpha, *c, b), t = s + y;
+    *c = (s - t) + y;
+    *o = t;
+}
+
 FC_CPU_INLINE float fc_bits_to_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 FC_CPU_INLINE uint32_t fc_f32_to_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 
 /* exp(x) in fp32 within about 1 ulp, branch-free so loops over it vectorize. Below -88 (and for -inf)
- * it returns 0; NaN also gives 0 (inputs here are scores minus their running max, never NaN). */
+ * it returns 0; NaN also gives 0 (inputs here are scores minus their running max, never NaN: a row
+ * with a NaN or +inf score is set aside before, see softmax_row in tile.c). */
 FC_CPU_INLINE float fc_cpu_exp(float x) {
     x = x >= -88.0f ? x : -88.0f;
     x = x <= 88.0f ? x : 88.0f;

@@ -2,7 +2,9 @@
  * block in register tiles of R query rows x 16 columns, and the 8 x 8 transpose of key rows.
  * AVX2+FMA intrinsics on x86, GNU C 128-bit vectors elsewhere (SSE, NEON), plain C otherwise.
  * With BK = FC_CPU_BK: q [R][d], kt [d][BK] (keys transposed), s and pr [R][BK], v [BK][d_v],
- * o [R][d_v]. Each call covers 16 columns of s or o; kt, v, s, o come already offset to them. */
+ * o [R][d_v]. Each call covers 16 columns of s or o; kt, v, s, o come already offset to them.
+ * P V sums the block's keys from zero in registers and adds that sum to alpha o once: o takes one
+ * rounding per key block, not one per key (tile.c folds o into a compensated sum every few blocks). */
 #ifndef FLASHC_CPU_KERNELS_H
 #define FLASHC_CPU_KERNELS_H
 
@@ -62,11 +64,7 @@ FC_CPU_INLINE void qk_rows(int R, const float *restrict q, int d, const float *r
 FC_CPU_INLINE void pv_rows(int R, const float *restrict pr, const float *restrict v, int dv, const float *restrict alpha,
                            float *restrict o) {
     __m256 acc[FC_CPU_RT][2];
-    for (int i = 0; i < R; i++) {
-        __m256 a = _mm256_broadcast_ss(alpha + i);
-        acc[i][0] = _mm256_mul_ps(a, _mm256_loadu_ps(o + i * dv));
-        acc[i][1] = _mm256_mul_ps(a, _mm256_loadu_ps(o + i * dv + 8));
-    }
+    for (int i = 0; i < R; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
     for (int j = 0; j < FC_CPU_BK; j++) {
         __m256 v0 = _mm256_loadu_ps(v + j * dv), v1 = _mm256_loadu_ps(v + j * dv + 8);
         for (int i = 0; i < R; i++) {
@@ -76,8 +74,9 @@ FC_CPU_INLINE void pv_rows(int R, const float *restrict pr, const float *restric
         }
     }
     for (int i = 0; i < R; i++) {
-        _mm256_storeu_ps(o + i * dv, acc[i][0]);
-        _mm256_storeu_ps(o + i * dv + 8, acc[i][1]);
+        __m256 a = _mm256_broadcast_ss(alpha + i);
+        _mm256_storeu_ps(o + i * dv, _mm256_fmadd_ps(a, _mm256_loadu_ps(o + i * dv), acc[i][0]));
+        _mm256_storeu_ps(o + i * dv + 8, _mm256_fmadd_ps(a, _mm256_loadu_ps(o + i * dv + 8), acc[i][1]));
     }
 }
 
@@ -110,7 +109,7 @@ FC_CPU_INLINE void pv_rows(int R, const float *restrict pr, const float *restric
                            float *restrict o) {
     fc_v4 acc[FC_CPU_RT][4];
     for (int i = 0; i < R; i++)
-        for (int u = 0; u < 4; u++) acc[i][u] = alpha[i] * v4_load(o + i * dv + 4 * u);
+        for (int u = 0; u < 4; u++) acc[i][u] = (fc_v4){0, 0, 0, 0};
     for (int j = 0; j < FC_CPU_BK; j++) {
         fc_v4 vj[4];
         for (int u = 0; u < 4; u++) vj[u] = v4_load(v + j * dv + 4 * u);
@@ -120,7 +119,7 @@ FC_CPU_INLINE void pv_rows(int R, const float *restrict pr, const float *restric
         }
     }
     for (int i = 0; i < R; i++)
-        for (int u = 0; u < 4; u++) v4_store(o + i * dv + 4 * u, acc[i][u]);
+        for (int u = 0; u < 4; u++) v4_store(o + i * dv + 4 * u, alpha[i] * v4_load(o + i * dv + 4 * u) + acc[i][u]);
 }
 
 #else /* portable C: the same loops, left to the compiler */
@@ -142,9 +141,7 @@ FC_CPU_INLINE void qk_rows(int R, const float *restrict q, int d, const float *r
 /* o[R][0..16) = alpha[R] * o + pr[R][FC_CPU_BK] . v[FC_CPU_BK][0..16)   (v, o: row stride d_v) */
 FC_CPU_INLINE void pv_rows(int R, const float *restrict pr, const float *restrict v, int dv, const float *restrict alpha,
                            float *restrict o) {
-    float acc[FC_CPU_RT][16];
-    for (int i = 0; i < R; i++)
-        for (int c = 0; c < 16; c++) acc[i][c] = o[i * dv + c] * alpha[i];
+    float acc[FC_CPU_RT][16] = {{0}};
     for (int j = 0; j < FC_CPU_BK; j++) {
         const float *restrict vj = v + j * dv;
         for (int i = 0; i < R; i++) {
@@ -153,7 +150,7 @@ FC_CPU_INLINE void pv_rows(int R, const float *restrict pr, const float *restric
         }
     }
     for (int i = 0; i < R; i++)
-        for (int c = 0; c < 16; c++) o[i * dv + c] = acc[i][c];
+        for (int c = 0; c < 16; c++) o[i * dv + c] = fc_madd(alpha[i], o[i * dv + c], acc[i][c]);
 }
 #endif
 

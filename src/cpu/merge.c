@@ -5,8 +5,8 @@
 
 #define MERGE_CHUNK 64 /* features accumulated at a time */
 
-static void store_zeros(void *out, fc_dtype dt, int64_t off, int n) {
-    for (int c = 0; c < n; c++) fc_store(out, dt, off + c, 0.0f);
+static void store_value(void *out, fc_dtype dt, int64_t off, int n, float x) {
+    for (int c = 0; c < n; c++) fc_store(out, dt, off + c, x);
 }
 
 /* acc[0..n) += w * partial[off .. off+n) */
@@ -22,15 +22,15 @@ static void add_weighted(float *restrict acc, float w, const void *op, fc_dtype 
 }
 
 /* lse = log(sum_s exp(lse_s)), out = sum_s exp(lse_s - lse) out_s; partials with lse_s = -inf are
- * skipped (their out_s is never read); all -inf gives out = 0, lse = -inf. */
+ * skipped (their out_s is never read); all -inf gives out = 0, lse = -inf; a NaN lse_s gives NaN. */
 void fc_cpu_merge_row(int n, int d_v, const void *op, fc_dtype op_dt, int64_t op_off, int64_t op_sn,
                       const float *lp, int64_t lp_sn, void *out, fc_dtype out_dt, int64_t out_off, float *lse) {
     float lmax = -INFINITY;
     for (int s = 0; s < n; s++)
-        if (lp[s * lp_sn] > lmax) lmax = lp[s * lp_sn];
-    if (lmax == -INFINITY) {
-        store_zeros(out, out_dt, out_off, d_v);
-        if (lse) *lse = -INFINITY;
+        if (lp[s * lp_sn] > lmax || lp[s * lp_sn] != lp[s * lp_sn]) lmax = lp[s * lp_sn];
+    if (lmax == -INFINITY || lmax != lmax) {
+        store_value(out, out_dt, out_off, d_v, lmax != lmax ? NAN : 0.0f);
+        if (lse) *lse = lmax;
         return;
     }
     float sum = 0.0f;
@@ -38,8 +38,8 @@ void fc_cpu_merge_row(int n, int d_v, const void *op, fc_dtype op_dt, int64_t op
         if (lp[s * lp_sn] != -INFINITY) sum += expf(lp[s * lp_sn] - lmax);
     float l = lmax + logf(sum);
 
-    for (int c0 = 0; c0 < d_v; c0 += MERGE_CHUNK) { /* out[c0 .. c0+len) */
-        int len = d_v - c0 < MERGE_CHUNK ? d_v - c0 : MERGE_CHUNK;
+    for (int64_t c0 = 0; c0 < d_v; c0 += MERGE_CHUNK) { /* out[c0 .. c0+len) */
+        int len = d_v - c0 < MERGE_CHUNK ? (int)(d_v - c0) : MERGE_CHUNK;
         float acc[MERGE_CHUNK] = {0};
         for (int s = 0; s < n; s++) {
             float ls = lp[s * lp_sn];
@@ -68,7 +68,7 @@ static void merge_rows(void *ctx, int64_t item, int worker) {
 
 fc_status fc_cpu_merge(const fc_merge_problem *m) {
     int64_t items = ((int64_t)m->rows + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
-    int64_t work = (int64_t)m->rows * m->h * m->n * (m->d_v + 1);
+    double work = (double)m->rows * m->h * m->n * ((double)m->d_v + 1); /* elements read: may exceed int64 */
     int workers = work < (1 << 16) ? 1 : fc_get_num_threads(); /* threads only pay off on large merges */
     fc_cpu_parallel_for(items, workers, merge_rows, (void *)m);
     return FC_OK;

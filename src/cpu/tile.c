@@ -7,6 +7,7 @@
 
 #define BM FC_CPU_BM
 #define BK FC_CPU_BK
+#define FOLD 8 /* key blocks summed in o before it is folded into the compensated (oh, oc) */
 
 /* Per-worker scratch, carved from one block of floats. */
 typedef struct tile_buf {
@@ -14,22 +15,26 @@ typedef struct tile_buf {
     float *kt;  /* [d][BK]    key block, transposed */
     float *v;   /* [BK][d_v]  value block */
     float *s;   /* [BM][BK]   scores, then probabilities */
-    float *o;   /* [BM][d_v]  running (unnormalized) output */
+    float *o;   /* [BM][d_v]  running (unnormalized) output of the last blocks, up to FOLD of them */
+    float *oh;  /* [BM][d_v]  running output of the blocks before, a compensated sum oh + oc */
+    float *oc;  /* [BM][d_v]  (fc_comp_add); the output is behind * (oh + oc) + o */
     float *row; /* [8][d]      8 converted key rows */
 } tile_buf;
 
-/* Per packed row of the tile: query position, head, visible keys [lo, hi), ALiBi slope, softmax state. */
+/* Per packed row of the tile: query position, head, visible keys [lo, hi), ALiBi slope, softmax state
+ * (running max m, running sum l + lc compensated, l = NaN once the row has met a NaN or +inf score),
+ * and the factor (oh, oc) still owe since the last fold (the alphas of the blocks in o). */
 typedef struct tile_rows {
     int n;
     int r[BM], hq[BM], lo[BM], hi[BM];
-    float slope[BM], m[BM], l[BM], alpha[BM];
+    float slope[BM], m[BM], l[BM], lc[BM], alpha[BM], behind[BM];
 } tile_rows;
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 size_t fc_cpu_scratch_floats(const fc_problem *p) {
     size_t d = (size_t)p->d, dv = (size_t)p->d_v;
-    return round16(BM * d) + round16(d * BK) + round16(BK * dv) + round16(BM * BK) + round16(BM * dv) +
+    return round16(BM * d) + round16(d * BK) + round16(BK * dv) + round16(BM * BK) + 3 * round16(BM * dv) +
            round16(8 * d);
 }
 
@@ -41,7 +46,9 @@ static tile_buf carve(const fc_problem *p, float *scratch) {
     t.v = t.kt + round16(d * BK);
     t.s = t.v + round16(BK * dv);
     t.o = t.s + round16(BM * BK);
-    t.row = t.o + round16(BM * dv);
+    t.oh = t.o + round16(BM * dv);
+    t.oc = t.oh + round16(BM * dv);
+    t.row = t.oc + round16(BM * dv);
     return t;
 }
 
@@ -54,7 +61,8 @@ static int64_t global_row(const fc_problem *p, const fc_seqlen *s, int b, int r)
 /* Setup: rows, queries, the key blocks this item covers.                                          */
 
 /* Packed row m0+i is query position (m0+i) / group of head hk*group + (m0+i) % group. Split 0 carries
- * the sink (running max = sink, running sum = 1); the other splits start empty. */
+ * the sink (running max = sink, running sum = 1; a NaN or +inf sink makes the row NaN, as a score would);
+ * the other splits start empty. */
 static void init_rows(const fc_cpu_attn *a, const fc_cpu_tile *t, const fc_seqlen *s, int split, tile_rows *rw) {
     const fc_problem *p = a->p;
     rw->n = t->rows;
@@ -65,9 +73,11 @@ static void init_rows(const fc_cpu_attn *a, const fc_cpu_tile *t, const fc_seqle
         rw->hq[i] = hq;
         fc_key_range(p, s->s_q, s->s_k, r, r + 1, &rw->lo[i], &rw->hi[i]);
         rw->slope[i] = p->alibi ? p->alibi[t->b * p->alibi_sb + hq * p->alibi_sh] : 0.0f;
-        int sink = p->sinks && split == 0;
-        rw->m[i] = sink ? p->sinks[hq * p->sinks_sh] : -INFINITY;
-        rw->l[i] = sink ? 1.0f : 0.0f;
+        float sink = p->sinks && split == 0 ? p->sinks[hq * p->sinks_sh] : -INFINITY;
+        rw->m[i] = sink;
+        rw->l[i] = p->sinks && split == 0 ? (sink < INFINITY ? 1.0f : NAN) : 0.0f;
+        rw->lc[i] = 0.0f;
+        rw->behind[i] = 1.0f;
     }
 }
 
@@ -93,7 +103,7 @@ static void load_queries(const fc_cpu_attn *a, const fc_cpu_tile *t, const fc_se
 static void item_blocks(const fc_cpu_attn *a, const fc_seqlen *s, const tile_rows *rw, int split, int *kb0, int *kb1) {
     int j0, j1;
     fc_key_range(a->p, s->s_q, s->s_k, rw->r[0], rw->r[rw->n - 1] + 1, &j0, &j1);
-    int64_t nb = (s->s_k + BK - 1) / BK;
+    int64_t nb = ((int64_t)s->s_k + BK - 1) / BK;
     int lo = (int)(split * nb / a->splits), hi = (int)((split + 1) * nb / a->splits);
     if (j0 >= j1) { *kb0 = *kb1 = 0; return; }
     int v0 = j0 / BK, v1 = (j1 + BK - 1) / BK;
@@ -159,6 +169,48 @@ static void pv_block(const float *pr, const float *v, int dv, const float *alpha
     }
 }
 
+/* 1 when every value of the block is finite (an inf or NaN times 0 is NaN). */
+static int block_finite(const float *restrict v, int n) {
+    float z8[8] = {0};
+    for (int i = 0; i < n; i += 8)
+        for (int k = 0; k < 8; k++) z8[k] += v[i + k] * 0.0f;
+    float z = ((z8[0] + z8[1]) + (z8[2] + z8[3])) + ((z8[4] + z8[5]) + (z8[6] + z8[7]));
+    return z == 0.0f;
+}
+
+/* pv_block for a block with keys some rows must not see and values that are not all finite: each row
+ * sums only its visible keys [lo, hi) (p = 0 times an inf or NaN of a hidden key would be NaN). */
+static void pv_block_visible(const float *pr, const float *v, int dv, const tile_rows *rw, int jb, float *o) {
+    float acc[256];
+    for (int i = 0; i < rw->n; i++) {
+        int j0 = rw->lo[i] - jb, j1 = rw->hi[i] - jb;
+        j0 = j0 > 0 ? j0 : 0;
+        j1 = j1 < BK ? j1 : BK;
+        for (int c = 0; c < dv; c++) acc[c] = 0.0f;
+        for (int j = j0; j < j1; j++) {
+            float x = pr[i * BK + j];
+            const float *restrict vj = v + j * dv;
+            for (int c = 0; c < dv; c++) acc[c] = fc_madd(x, vj[c], acc[c]);
+        }
+        for (int c = 0; c < dv; c++) o[i * dv + c] = fc_madd(rw->alpha[i], o[i * dv + c], acc[c]);
+    }
+}
+
+/* (oh, oc) = behind * (oh + oc) + o, compensated; then o = 0, behind = 1. Every FOLD blocks and at
+ * the end: o sums at most FOLD block sums, so the rounding error of the output does not grow with
+ * the number of keys, at the cost of one compensated add per FOLD blocks. */
+static void fold_rows(tile_rows *rw, int dv, float *restrict o, float *restrict oh, float *restrict oc) {
+    for (int i = 0; i < rw->n; i++) {
+        float a = rw->behind[i];
+        for (int c = 0; c < dv; c++) {
+            int64_t e = (int64_t)i * dv + c;
+            fc_comp_add(oh + e, oc + e, a, o[e]);
+            o[e] = 0.0f;
+        }
+        rw->behind[i] = 1.0f;
+    }
+}
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Online softmax of one row over one key block.                                                   */
 
@@ -177,6 +229,7 @@ static void modify_scores(const fc_problem *p, float *restrict x, int jb, int po
         for (int j = 0; j < BK; j++) x[j] = (jb + j < lo || jb + j >= hi) ? -INFINITY : x[j];
 }
 
+/* The largest score (NaN scores are passed over). */
 static float row_max(const float *restrict x) {
     float m8[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
     for (int j = 0; j < BK; j += 8)
@@ -186,31 +239,51 @@ static float row_max(const float *restrict x) {
     return m;
 }
 
-/* x[j] = exp(x[j] - m); returns the sum. */
-static float exp_and_sum(float *restrict x, float m) {
-    float s8[8] = {0};
+static int has_nan(const float *restrict x) {
+    int n = 0;
+    for (int j = 0; j < BK; j++) n += x[j] != x[j];
+    return n > 0;
+}
+
+/* x[j] = exp(x[j] - m) for a finite m at least every score; returns the sum. *nan is NaN iff a score
+ * was NaN: it sums the x[j] - m, which are <= 0 or -inf otherwise. */
+static float exp_and_sum(float *restrict x, float m, float *nan) {
+    float s8[8] = {0}, d8[8] = {0};
     for (int j = 0; j < BK; j += 8)
         for (int k = 0; k < 8; k++) {
-            float e = fc_cpu_exp(x[j + k] - m);
+            float dx = x[j + k] - m, e = fc_cpu_exp(dx);
             x[j + k] = e;
             s8[k] += e;
+            d8[k] += dx;
         }
+    *nan = ((d8[0] + d8[1]) + (d8[2] + d8[3])) + ((d8[4] + d8[5]) + (d8[6] + d8[7]));
     return ((s8[0] + s8[1]) + (s8[2] + s8[3])) + ((s8[4] + s8[5]) + (s8[6] + s8[7]));
 }
 
-/* Turns scores x into probabilities against the new running max, updates (m, l); returns the factor
- * alpha = exp(m_old - m_new) for the row's output. A row that has seen no visible key stays at
- * m = -inf, l = 0, with p = 0. */
-static float softmax_row(float *restrict x, float *m, float *l) {
+/* Turns scores x into probabilities against the new running max, updates (m, l + lc); returns the
+ * factor alpha = exp(m_old - m_new) for the row's output. A row that has seen no visible key stays at
+ * m = -inf, l = 0, with p = 0. A NaN or +inf score (masked keys are -inf by now) makes l NaN for good:
+ * the row's out and lse will be NaN, and its p are 0 from then on. */
+static float softmax_row(float *restrict x, float *m, float *l, float *lc) {
     float mx = row_max(x);
-    float m_new = mx > *m ? mx : *m;
+    float m_new = mx > *m ? mx : *m, nan = 0.0f;
+    if (*l != *l || mx == INFINITY || (m_new == -INFINITY && has_nan(x))) {
+        *l = NAN;
+        memset(x, 0, sizeof(float) * BK);
+        return 1.0f;
+    }
     if (m_new == -INFINITY) {
         memset(x, 0, sizeof(float) * BK);
         return 1.0f;
     }
     float alpha = fc_cpu_exp(*m - m_new);
-    float sum = exp_and_sum(x, m_new);
-    *l = fc_madd(*l, alpha, sum);
+    float sum = exp_and_sum(x, m_new, &nan);
+    if (nan != nan) {
+        *l = NAN;
+        memset(x, 0, sizeof(float) * BK);
+        return 1.0f;
+    }
+    fc_comp_add(l, lc, alpha, sum);
     *m = m_new;
     return alpha;
 }
@@ -218,25 +291,27 @@ static float softmax_row(float *restrict x, float *m, float *l) {
 /* ---------------------------------------------------------------------------------------------- */
 /* Results.                                                                                        */
 
-/* out = o / l, lse = m + log l (0 and -inf for a row that saw nothing): into out/lse, or into the
- * fp32 partials of split `split`. */
+/* out = (oh + oc) / l, lse = m + log l (0 and -inf for a row that saw nothing, NaN for a row with a
+ * NaN or +inf score): into out/lse, or into the fp32 partials of split `split`. */
 static void store_rows(const fc_cpu_attn *a, const fc_cpu_tile *t, const fc_seqlen *s, int split, const tile_rows *rw,
-                       const float *o) {
+                       const float *o, const float *oc) {
     const fc_problem *p = a->p;
     int dv = p->d_v;
     for (int i = 0; i < rw->n; i++) {
-        const float *restrict oi = o + (int64_t)i * dv;
-        float l = rw->l[i], inv = l > 0.0f ? 1.0f / l : 0.0f;
-        float lse = l > 0.0f ? rw->m[i] + logf(l) : -INFINITY;
+        const float *restrict oi = o + (int64_t)i * dv, *restrict ci = oc + (int64_t)i * dv;
+        float l = rw->l[i] + rw->lc[i];
+        int nan_row = l != l, empty = !(l > 0.0f);
+        float lse = nan_row ? NAN : empty ? -INFINITY : rw->m[i] + logf(l);
         int r = rw->r[i], hq = rw->hq[i];
         if (a->splits == 1) {
             int64_t off = fc_q_row_offset(&p->out, s, t->b, r) + hq * p->out.sh;
-            for (int c = 0; c < dv; c++) fc_store(p->out.data, p->dtype, off + c, l > 0.0f ? oi[c] / l : 0.0f);
+            for (int c = 0; c < dv; c++)
+                fc_store(p->out.data, p->dtype, off + c, nan_row ? NAN : empty ? 0.0f : (oi[c] + ci[c]) / l);
             if (p->lse) p->lse[t->b * p->lse_sb + hq * p->lse_sh + (s->q_row0 + r) * p->lse_sr] = lse;
         } else {
             int64_t row = ((int64_t)split * a->part_rows + global_row(p, s, t->b, r)) * p->h_q + hq;
             float *restrict dst = a->part_out + row * dv;
-            for (int c = 0; c < dv; c++) dst[c] = oi[c] * inv;
+            for (int c = 0; c < dv; c++) dst[c] = nan_row ? NAN : empty ? 0.0f : (oi[c] + ci[c]) / l;
             a->part_lse[row] = lse;
         }
     }
@@ -267,6 +342,8 @@ void fc_cpu_run_item(const fc_cpu_attn *a, const fc_cpu_tile *t, int split, floa
     init_rows(a, t, &s, split, &rw);
     load_queries(a, t, &s, &rw, buf.q);
     memset(buf.o, 0, sizeof(float) * (size_t)rw.n * (size_t)p->d_v);
+    memset(buf.oh, 0, sizeof(float) * (size_t)rw.n * (size_t)p->d_v);
+    memset(buf.oc, 0, sizeof(float) * (size_t)rw.n * (size_t)p->d_v);
 
     int kb0, kb1;
     item_blocks(a, &s, &rw, split, &kb0, &kb1);
@@ -280,9 +357,12 @@ void fc_cpu_run_item(const fc_cpu_attn *a, const fc_cpu_tile *t, int split, floa
         for (int i = 0; i < rw.n; i++) {
             float *x = buf.s + i * BK;
             modify_scores(p, x, jb, rw.r[i] + off, rw.lo[i], rw.hi[i], rw.slope[i], masked);
-            rw.alpha[i] = softmax_row(x, &rw.m[i], &rw.l[i]);
+            rw.alpha[i] = softmax_row(x, &rw.m[i], &rw.l[i], &rw.lc[i]);
         }
-        pv_block(buf.s, buf.v, p->d_v, rw.alpha, buf.o, rw.n);
+        if (masked && !block_finite(buf.v, BK * p->d_v)) pv_block_visible(buf.s, buf.v, p->d_v, &rw, jb, buf.o);
+        else pv_block(buf.s, buf.v, p->d_v, rw.alpha, buf.o, rw.n);
+        for (int i = 0; i < rw.n; i++) rw.behind[i] *= rw.alpha[i];
+        if ((kb - kb0) % FOLD == FOLD - 1 || kb == kb1 - 1) fold_rows(&rw, p->d_v, buf.o, buf.oh, buf.oc);
     }
-    store_rows(a, t, &s, split, &rw, buf.o);
+    store_rows(a, t, &s, split, &rw, buf.oh, buf.oc);
 }
