@@ -319,9 +319,6 @@ static fc_status shape_append(const fc_attn_args *a, fc_problem *p) {
     TRY(expect_dim(&a->v_new, "v_new", 2, p->h_k, "h_k"));
     TRY(expect_dim(&a->v_new, "v_new", 3, p->d_v, "d_v"));
     p->s_new = (int)a->k_new.shape[1];
-    if (p->s_new > p->s_k) /* dense: the cache's rows; paged: max_pages * page_size */
-        return fc_fail(FC_ERR_INVALID_ARGUMENT, "k_new", "shape[1] = %d new keys exceed the %d a sequence's cache holds",
-                       p->s_new, p->s_k);
     p->k_new = view_of(&a->k_new);
     p->v_new = view_of(&a->v_new);
     if (!has_cos) return FC_OK;
@@ -593,17 +590,23 @@ static int64_t kv_capacity(const fc_problem *p, int b) {
     }
 }
 
+fc_status fc_fail_capacity(fc_kv_layout layout, int b, int64_t used, int64_t s_new, int64_t cap, int page_size) {
+    if (layout == FC_KV_PAGED)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "page_table",
+                       "sequence %d needs %lld keys (seqused_k %lld + %lld new), more than its %lld pages of %d hold", b,
+                       (long long)(used + s_new), (long long)used, (long long)s_new, (long long)(cap / page_size), page_size);
+    if (s_new)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "seqused_k", "[%d] = %lld + %lld new keys exceed the %lld keys the layout holds",
+                       b, (long long)used, (long long)s_new, (long long)cap);
+    return fc_fail(FC_ERR_INVALID_ARGUMENT, "seqused_k", "[%d] = %lld exceeds the %lld keys the layout holds", b,
+                   (long long)used, (long long)cap);
+}
+
 static fc_status check_seqused(const fc_problem *p) {
     for (int b = 0; b < p->batch; b++) {
         int64_t used = p->seqused_k[b], cap = kv_capacity(p, b);
         if (used < 0) return fc_fail(FC_ERR_INVALID_ARGUMENT, "seqused_k", "[%d] = %lld is negative", b, (long long)used);
-        if (used + p->s_new > cap) {
-            if (p->s_new)
-                return fc_fail(FC_ERR_INVALID_ARGUMENT, "k_new", "sequence %d: %lld cached + %d new keys exceed the cache's %lld",
-                               b, (long long)used, p->s_new, (long long)cap);
-            return fc_fail(FC_ERR_INVALID_ARGUMENT, "seqused_k", "[%d] = %lld exceeds the %lld keys the layout holds", b,
-                           (long long)used, (long long)cap);
-        }
+        if (used + p->s_new > cap) return fc_fail_capacity(p->kv_layout, b, used, p->s_new, cap, p->page_size);
     }
     return FC_OK;
 }

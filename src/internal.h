@@ -104,6 +104,9 @@ fc_status fc_fail(fc_status status, const char *arg, const char *fmt, ...)
 #endif
     ;
 void fc_clear_error(void);
+/* The error of a sequence whose used + s_new keys exceed what its layout holds (cap keys; paged: pages of
+ * page_size), in one wording for the CPU's check of seqused_k and the CUDA kernels' device record. */
+fc_status fc_fail_capacity(fc_kv_layout layout, int b, int64_t used, int64_t s_new, int64_t cap, int page_size);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Backends (C linkage).                                                                           */

@@ -262,6 +262,8 @@ static inline int pick_row_step(const prob *P) { return refs_row_step(P, g_ref_b
 typedef struct cmp {
     double err, err_low, cpu_diff, lse_err;
     double cpu_excess; /* max over elements of |gpu - cpu| - eps(dtype) |cpu| (one rounding of the value) */
+    int64_t at[4];     /* where cpu_excess is: sequence, row, head, feature */
+    double at_gpu, at_cpu, at_ref; /* the values there (at_ref: ref64's, NaN where the row is not sampled) */
     int64_t nans, masked_bad, lse_bad, pad_bad, cache_bad, cache_rot_ulp;
 } cmp;
 
@@ -289,9 +291,13 @@ static inline void cmp_row(const prob *P, const refs *R, const gpu_run *g, int b
         if (masked && x != 0) m->masked_bad++;
         double dc = fabs(x - y), ex = dc - tu_eps(c->dt) * fabs(y);
         if (!(dc <= m->cpu_diff)) m->cpu_diff = isnan(dc) ? INFINITY : dc;
-        if (!(ex <= m->cpu_excess)) m->cpu_excess = isnan(ex) ? INFINITY : ex;
-        if (!sampled) continue;
         int64_t k = (row * c->h_q + h) * c->d_v + e;
+        if (!(ex <= m->cpu_excess)) {
+            m->cpu_excess = isnan(ex) ? INFINITY : ex;
+            m->at[0] = b, m->at[1] = r, m->at[2] = h, m->at[3] = e;
+            m->at_gpu = x, m->at_cpu = y, m->at_ref = sampled ? R->out[k] : NAN;
+        }
+        if (!sampled) continue;
         double er = fabs(x - R->out[k]), el = fabs(R->low[k] - R->out[k]);
         if (!(er <= m->err)) m->err = isnan(er) ? INFINITY : er;
         if (el > m->err_low) m->err_low = el;
@@ -367,8 +373,10 @@ static inline double check_run(group *g, const prob *P, const refs *R, const gpu
     group_note(g, ok, ratio, desc);
     worst_update(&g_worst_ratio, ratio);
     ok = tu_check(m.cpu_excess <= 2 * tol,
-                  "%s [%s] split %d: |gpu-cpu| - eps|cpu| up to %.3g, over 2 x tolerance %.3g (max|gpu-cpu| %.3g)",
-                  g->name, desc, splits, m.cpu_excess, 2 * tol, m.cpu_diff);
+                  "%s [%s] split %d: |gpu-cpu| - eps|cpu| up to %.3g, over 2 x tolerance %.3g (max|gpu-cpu| %.3g; at "
+                  "sequence %lld row %lld head %lld feature %lld: gpu %.6g cpu %.6g ref64 %.6g)",
+                  g->name, desc, splits, m.cpu_excess, 2 * tol, m.cpu_diff, (long long)m.at[0], (long long)m.at[1],
+                  (long long)m.at[2], (long long)m.at[3], m.at_gpu, m.at_cpu, m.at_ref);
     group_note(g, ok, 0, desc);
     if (c->lse) {
         ok = tu_check(m.lse_bad == 0, "%s [%s] split %d: lse %lld bad against the CPU's, worst rel err %.3g",

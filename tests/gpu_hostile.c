@@ -10,6 +10,9 @@
  *   - every guard byte and every read-only tensor is unchanged (nothing written outside out/lse/cache);
  *   - the same call with the lengths repaired then matches the CPU backend (the context still works).
  * A CUDA graph captured over valid lengths and replayed over hostile ones is checked the same way.
+ * Then NaN and Inf inputs (flashc.h's rules): NaN in q, in a key some rows see, Inf in a value; the GPU's
+ * out and lse must be NaN exactly where the CPU's are, and close elsewhere; fc_merge_states with NaN, +inf
+ * and all-empty partials likewise.
  * The kernels are the ones a real call picks: decode (mma.sync, key warps, split + merge), the wgmma
  * prefill (d 128: TMA for dense / paged 256, cp.async for pages of 16) and the mma.sync prefill (d 256).
  *
@@ -403,6 +406,119 @@ static const hcase GRAPH_CASES[] = {
     {"graph: dense prefill wgmma, seqused negative", "seqused_k", KV_DENSE, 0, 128, 0, 1, 0, 0, BAD_USED_NEG},
 };
 
+
+/* ---------------------------------------------------------------------------------------------- */
+/* NaN and Inf inputs: the GPU's NaN pattern must be the CPU's                                       */
+
+enum { NAN_Q, NAN_K, INF_V };
+
+/* Sets feature c of head `head` of query row / key `row` of sequence b in host tensor t (q, k or v) to x. */
+static void set_elem(hprob *P, int t, int b, int row, int head, int c, double x) {
+    const fc_tensor *v = t == T_Q ? &P->a.q : t == T_K ? &P->a.k : &P->a.v;
+    int64_t idx[4] = {b, row, head, c};
+    if (t != T_Q && P->c.kv == KV_PAGED) { /* key row of sequence b: (page of its table, row in the page) */
+        idx[0] = ((const int32_t *)P->host[T_TABLE])[b * MAX_PAGES + row / P->c.page];
+        idx[1] = row % P->c.page;
+    }
+    tu_store(P->host[t], FC_BF16, tu_offset(v, idx), x);
+}
+
+/* Counts the elements of n whose NaN-ness differs between got and want, or that differ by more than tol. */
+static int64_t nan_pattern_diff(const void *got, const void *want, fc_dtype dt, int64_t n, double tol, int64_t *nans) {
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double g = tu_load(got, dt, i), w = tu_load(want, dt, i);
+        *nans += isnan(w);
+        if (isnan(g) != isnan(w) || (!isnan(w) && !(fabs(g - w) <= tol) && !(g == w))) bad++;
+    }
+    return bad;
+}
+
+static void run_nan_case(const hcase *c, int what) {
+    static const char *WHAT[3] = {"NaN in q", "NaN in a key some rows see", "Inf in a visible value"};
+    hprob P;
+    build(&P, c);
+    int len_q[B], len_k[B];
+    lengths(c, len_q, len_k);
+    if (what == NAN_Q) set_elem(&P, T_Q, 1, len_q[1] > 2 ? 2 : 0, 1, 5, NAN);
+    if (what == NAN_K) set_elem(&P, T_K, 0, 3, 0, 7, NAN);   /* key 3 of sequence 0: causal rows before it do not see it */
+    if (what == INF_V) set_elem(&P, T_V, 2, len_k[2] - 1, 1, 9, INFINITY); /* the last key: every row sees it */
+    cuda_die(cudaMalloc((void **)&P.arena, P.arena_bytes), "cudaMalloc arena");
+    upload(&P);
+    fc_attn_args d = device_args(&P, 0);
+    void *ws;
+    size_t ws_bytes;
+    fc_status st = run_device(&d, &ws, &ws_bytes);
+    fc_status chk = fc_check_errors(g_stream);
+    char name[200];
+    snprintf(name, sizeof name, "%s, %s", c->name, WHAT[what]);
+    if (tu_check(st == FC_OK && chk == FC_OK, "%s: status %s, check %s: %s", name, fc_status_string(st), fc_status_string(chk),
+                 fc_last_error())) {
+        void *out = malloc(P.bytes[T_OUT]), *lse = malloc(P.bytes[T_LSE]);
+        cuda_die(cudaMemcpy(out, P.arena + P.at[T_OUT], P.bytes[T_OUT], cudaMemcpyDeviceToHost), "download out");
+        cuda_die(cudaMemcpy(lse, P.arena + P.at[T_LSE], P.bytes[T_LSE], cudaMemcpyDeviceToHost), "download lse");
+        tu_check(fc_attn_fwd(&P.a, NULL, 0, NULL) == FC_OK, "%s: CPU: %s", name, fc_last_error());
+        int64_t nans = 0, lse_nans = 0;
+        int64_t bad = nan_pattern_diff(out, P.host[T_OUT], FC_BF16, (int64_t)P.bytes[T_OUT] / 2, 3e-2, &nans);
+        int64_t lbad = nan_pattern_diff(lse, P.host[T_LSE], FC_FP32, (int64_t)P.bytes[T_LSE] / 4, 1e-3, &lse_nans);
+        tu_check(nans > 0, "%s: the CPU's out has no NaN (the input did not reach a row)", name);
+        tu_check(bad == 0 && lbad == 0, "%s: %lld out and %lld lse elements differ from the CPU's in NaN-ness or value (CPU: %lld "
+                 "NaN out, %lld NaN lse)", name, (long long)bad, (long long)lbad, (long long)nans, (long long)lse_nans);
+        free(out);
+        free(lse);
+    }
+    if (ws) cudaFree(ws);
+    cudaFree(P.arena);
+    for (int t = 0; t < T_COUNT; t++) free(P.host[t]);
+}
+
+/* fc_merge_states with NaN, +inf and all-empty partials: the GPU's NaN pattern must be the CPU's. */
+static void run_nan_merge(void) {
+    enum { N = 3, ROWS = 5, H = 2, DV = 64 };
+    static const float L[ROWS][N] = {{NAN, -INFINITY, -INFINITY}, {NAN, 1, 2}, {-INFINITY, -INFINITY, -INFINITY},
+                                     {INFINITY, 0, -INFINITY}, {0.5f, -1, 3}};
+    float op[N][ROWS][H][DV], lp[N][ROWS][H];
+    for (int s = 0; s < N; s++)
+        for (int r = 0; r < ROWS; r++)
+            for (int h = 0; h < H; h++) {
+                lp[s][r][h] = L[r][s];
+                for (int c = 0; c < DV; c++) op[s][r][h][c] = (float)(2.0 * tu_uniform(&g_rng) - 1.0);
+            }
+    uint16_t out_cpu[ROWS][H][DV], out_gpu[ROWS][H][DV];
+    float lse_cpu[ROWS][H], lse_gpu[ROWS][H];
+    void *d_op, *d_lp, *d_out, *d_lse;
+    cuda_die(cudaMalloc(&d_op, sizeof op), "cudaMalloc");
+    cuda_die(cudaMalloc(&d_lp, sizeof lp), "cudaMalloc");
+    cuda_die(cudaMalloc(&d_out, sizeof out_gpu), "cudaMalloc");
+    cuda_die(cudaMalloc(&d_lse, sizeof lse_gpu), "cudaMalloc");
+    cuda_die(cudaMemcpy(d_op, op, sizeof op, cudaMemcpyHostToDevice), "upload");
+    cuda_die(cudaMemcpy(d_lp, lp, sizeof lp, cudaMemcpyHostToDevice), "upload");
+    fc_merge_args m = {FC_DEVICE_CPU, fc_tensor_4d(op, FC_FP32, N, ROWS, H, DV), fc_tensor_3d(lp, FC_FP32, N, ROWS, H),
+                       fc_tensor_3d(out_cpu, FC_BF16, ROWS, H, DV), fc_tensor_2d(lse_cpu, FC_FP32, ROWS, H)};
+    tu_check(fc_merge_states(&m, NULL) == FC_OK, "merge NaN: CPU: %s", fc_last_error());
+    m.device = FC_DEVICE_CUDA;
+    m.out_partial.data = d_op, m.lse_partial.data = d_lp, m.out.data = d_out, m.lse.data = d_lse;
+    tu_check(fc_merge_states(&m, g_stream) == FC_OK, "merge NaN: GPU: %s", fc_last_error());
+    cuda_die(cudaStreamSynchronize(g_stream), "merge");
+    cuda_die(cudaMemcpy(out_gpu, d_out, sizeof out_gpu, cudaMemcpyDeviceToHost), "download");
+    cuda_die(cudaMemcpy(lse_gpu, d_lse, sizeof lse_gpu, cudaMemcpyDeviceToHost), "download");
+    int64_t nans = 0, lnans = 0;
+    int64_t bad = nan_pattern_diff(out_gpu, out_cpu, FC_BF16, ROWS * H * DV, 2e-2, &nans);
+    int64_t lbad = nan_pattern_diff(lse_gpu, lse_cpu, FC_FP32, ROWS * H, 1e-4, &lnans);
+    tu_check(lnans == 3 * H, "merge NaN: the CPU gives %lld NaN lse, expected %d (rows 0, 1, 3)", (long long)lnans, 3 * H);
+    tu_check(bad == 0 && lbad == 0, "merge NaN: %lld out, %lld lse elements differ from the CPU's", (long long)bad, (long long)lbad);
+    cudaFree(d_op), cudaFree(d_lp), cudaFree(d_out), cudaFree(d_lse);
+}
+
+/* NaN/Inf on each kernel: decode (split and not), wgmma prefill, mma.sync prefill (d 256), paged. */
+static const hcase NAN_CASES[] = {
+    {"dense decode", "", KV_DENSE, 1, 128, 0, 1, 0, 0, 0},
+    {"paged 16 decode split", "", KV_PAGED, 1, 128, 16, 3, 0, 0, 0},
+    {"dense prefill wgmma", "", KV_DENSE, 0, 128, 0, 1, 0, 0, 0},
+    {"paged 256 prefill wgmma split", "", KV_PAGED, 0, 128, 256, 2, 0, 0, 0},
+    {"dense prefill d256", "", KV_DENSE, 0, 256, 0, 1, 0, 0, 0},
+};
+
 int main(void) {
     if (!cuda_device_present()) {
         printf("gpu_hostile: no CUDA device: nothing run\n");
@@ -412,6 +528,9 @@ int main(void) {
     tu_check(fc_check_errors(g_stream) == FC_OK, "a fresh process has no device error: %s", fc_last_error());
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i]);
     for (size_t i = 0; i < sizeof GRAPH_CASES / sizeof GRAPH_CASES[0]; i++) run_graph_case(&GRAPH_CASES[i]);
+    for (size_t i = 0; i < sizeof NAN_CASES / sizeof NAN_CASES[0]; i++)
+        for (int what = NAN_Q; what <= INF_V; what++) run_nan_case(&NAN_CASES[i], what);
+    run_nan_merge();
     cudaStreamDestroy(g_stream);
     return tu_finish();
 }

@@ -280,7 +280,7 @@ static void build_q_out(prob *P) {
     region q;
     if (c->q_varlen) {
         int mx = cu_seqlens(P, P->len_q, &a->cu_seqlens_q);
-        if (P->o->max_seqlen) a->max_seqlen_q = mx;
+        if (P->o->max_seqlen) a->max_seqlen_q = mx > 0 ? mx : 1; /* 0 means "not given" (CUDA: an error); 1 bounds 0 */
         int64_t qs[3] = {P->total_q, c->h_q, c->d}, os[3] = {P->total_q, c->h_q, c->d_v};
         int64_t ls[2] = {c->h_q, P->total_q};
         a->q = new_tensor(P, c->dt, 3, qs, pad, &q);
@@ -365,7 +365,7 @@ static void build_kv(prob *P) {
     }
     if (c->kv == KV_VARLEN) {
         int mx = cu_seqlens(P, P->cap, &a->cu_seqlens_k);
-        if (P->o->max_seqlen) a->max_seqlen_k = mx;
+        if (P->o->max_seqlen) a->max_seqlen_k = mx > 0 ? mx : 1; /* as max_seqlen_q */
         int64_t rows = ((const int32_t *)a->cu_seqlens_k.data)[c->b] + 2;
         int64_t ks[3] = {rows, c->h_k, c->d}, vs[3] = {rows, c->h_k, c->d_v};
         a->k = new_tensor(P, c->dt, 3, ks, pad, &P->kc);

@@ -70,13 +70,7 @@ static fc_status fail_recorded(const fc_dev_err *e) {
                        "= %lld, but sequence %d has %lld", e->limit, e->b, e->value);
     case FC_DERR_SEQUSED:
         return fc_fail(FC_ERR_INVALID_ARGUMENT, "seqused_k", "[%d] = %lld is negative", e->b, e->value);
-    case FC_DERR_CAPACITY:
-        if (e->layout == FC_KV_PAGED)
-            return fc_fail(FC_ERR_INVALID_ARGUMENT, "page_table",
-                           "sequence %d needs %lld keys (seqused_k %lld + %lld new), more than its %lld pages of %d hold",
-                           e->b, e->value + e->extra, e->value, e->extra, e->limit / e->i, e->i);
-        return fc_fail(FC_ERR_INVALID_ARGUMENT, "seqused_k", "[%d] = %lld (+ %lld new) exceeds the %lld keys the layout holds",
-                       e->b, e->value, e->extra, e->limit);
+    case FC_DERR_CAPACITY: return fc_fail_capacity((fc_kv_layout)e->layout, e->b, e->value, e->extra, e->limit, e->i);
     case FC_DERR_PAGE:
         return fc_fail(FC_ERR_INVALID_ARGUMENT, "page_table", "[%d][%d] = %lld is not a page in [0, %lld)", e->b, e->i,
                        e->value, e->limit);

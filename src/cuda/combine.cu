@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cuda.cuh"
+#include "tile/math.cuh"
 #include "tile/pdl.cuh"
 #include "trace.cuh"
 
@@ -79,9 +80,10 @@ __device__ __forceinline__ void store_vec(void *base, int64_t off, const float *
     }
 }
 
-// Reductions over the `lanes` consecutive threads that serve one (row, head) within a split group.
+// Reductions over the `lanes` consecutive threads that serve one (row, head) within a split group. The max
+// carries a NaN lse (fc_merge_states: a NaN partial makes the row NaN, even when the others are empty).
 __device__ __forceinline__ float group_max(float x, int lanes) {
-    for (int o = lanes / 2; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o, lanes));
+    for (int o = lanes / 2; o > 0; o /= 2) x = fmax_nan(x, __shfl_xor_sync(0xffffffffu, x, o, lanes));
     return x;
 }
 __device__ __forceinline__ float group_sum(float x, int lanes) {
@@ -96,7 +98,7 @@ __device__ __forceinline__ float across_groups(float x, float *slot, int sg, int
     if (lane == 0) slot[sg] = x;
     __syncthreads();
     float r = slot[0];
-    for (int i = 1; i < SG; i++) r = MAX ? fmaxf(r, slot[i]) : r + slot[i];
+    for (int i = 1; i < SG; i++) r = MAX ? fmax_nan(r, slot[i]) : r + slot[i];
     __syncthreads();
     return r;
 }
@@ -133,7 +135,7 @@ __global__ void __launch_bounds__(MERGE_THREADS) merge_kernel(merge_desc m) {
 
     const float *lp = m.lp + g * m.lp_sr + hh * m.lp_sh;
     float lmax = -INFINITY;
-    for (int s = t; active && s < m.n; s += per_item) lmax = fmaxf(lmax, lp[s * m.lp_sn]);
+    for (int s = t; active && s < m.n; s += per_item) lmax = fmax_nan(lmax, lp[s * m.lp_sn]);
     lmax = across_groups<SG, true>(group_max(lmax, m.lanes), lse_slots, sg, lane);
     float sum = 0.0f;
     for (int s = t; active && lmax != -INFINITY && s < m.n; s += per_item) {

@@ -15,6 +15,13 @@ __device__ __forceinline__ float fast_tanh(float x) {
     return y;
 }
 
+// max(a, b) that returns NaN when either is NaN (fmaxf drops a NaN): for the reductions that must carry one.
+__device__ __forceinline__ float fmax_nan(float a, float b) {
+    float y;
+    asm("max.NaN.f32 %0, %1, %2;\n" : "=f"(y) : "f"(a), "f"(b));
+    return y;
+}
+
 // In an m16n8 accumulator, the 4 lanes of a quad (lane / 4 equal) hold one row: reduce across them.
 __device__ __forceinline__ float quad_max(float x) {
     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
