@@ -445,6 +445,16 @@ static unsigned char *snapshot(const prob *P, const region *r) {
     return s;
 }
 
+/* Largest finite |x| of n elements of dtype dt. */
+static double max_abs(const void *p, fc_dtype dt, int64_t n) {
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double x = fabs(tu_load(p, dt, i));
+        if (x > m && isfinite(x)) m = x;
+    }
+    return m;
+}
+
 void prob_build(prob *P, const cfg *c, const prob_opts *o, uint64_t seed) {
     memset(P, 0, sizeof *P);
     P->c = *c;
@@ -459,6 +469,13 @@ void prob_build(prob *P, const cfg *c, const prob_opts *o, uint64_t seed) {
     build_options(P);
     P->k_snap = snapshot(P, &P->kc);
     P->v_snap = snapshot(P, &P->vc);
+    P->vmax = max_abs(reg_host(P, &P->vc), P->vc.dt, P->vc.n);
+    const fc_tensor *vn = &P->a.v_new;
+    for (int64_t i = 0; vn->data && i < vn->shape[0] * vn->shape[1] * vn->shape[2]; i++) {
+        int64_t idx[4] = {i / (vn->shape[1] * vn->shape[2]), i / vn->shape[2] % vn->shape[1], i % vn->shape[2], 0};
+        double m = max_abs((const char *)vn->data + tu_offset(vn, idx) * tu_esize(vn->dtype), vn->dtype, vn->shape[3]);
+        if (m > P->vmax) P->vmax = m;
+    }
 }
 
 void prob_restore_cache(prob *P) {

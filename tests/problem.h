@@ -61,6 +61,7 @@ typedef struct prob {
     int len_q[MAX_BATCH], cap[MAX_BATCH], s_cache[MAX_BATCH];
     region out, lse, kc, vc;
     unsigned char *k_snap, *v_snap; /* the caches as built (before any append) */
+    double vmax;                    /* largest finite |v| of the cache and v_new (the scale of out) */
 } prob;
 
 cfg cfg_base(void);

@@ -60,9 +60,11 @@ __global__ void __launch_bounds__(APPEND_WARPS * 32) append_kernel(fc_problem p)
     int64_t bt = item / p.h_k;
     int t = (int)(bt % p.s_new), b = (int)(bt / p.s_new);
 
-    fc_seqlen s = seqlen_checked(p, b);
+    int bad = 0; // FC_BAD_*: reported at the end
+    fc_seqlen s = seqlen_checked(p, b, &bad);
     int j = s.s_cache + t;
-    fc_kv_loc loc = kv_locate_checked(p, s, b, j);
+    fc_kv_loc loc = fc_kv_locate(&p, &s, b, j);
+    loc.outer = page_checked(p, loc.outer, &bad);
     int64_t k_dst = fc_kv_offset(&p.k, loc) + h * p.k.sh;
     int64_t v_dst = fc_kv_offset(&p.v, loc) + h * p.v.sh;
     int64_t k_src = (int64_t)b * p.k_new.sb + (int64_t)t * p.k_new.sr + h * p.k_new.sh;
@@ -71,6 +73,7 @@ __global__ void __launch_bounds__(APPEND_WARPS * 32) append_kernel(fc_problem p)
     if (p.rotary_cos) warp_rotate_row(&p, k_dst, k_src, rotary_pos_checked(p, b, j), lane);
     else warp_copy_row(p.k.data, k_dst, p.k_new.data, k_src, p.d, p.dtype, lane);
     warp_copy_row(p.v.data, v_dst, p.v_new.data, v_src, p.d_v, p.dtype, lane);
+    if (bad && lane == 0) report_sequence(p, b, bad);
 }
 
 fc_status fc_cuda_append(const fc_problem *p, cudaStream_t stream) {

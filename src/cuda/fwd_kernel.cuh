@@ -71,6 +71,7 @@ struct fwd_tile {
     int packed_rows;       // s.s_q * group
     int r_lo, r_hi;        // query rows [r_lo, r_hi) touched by the tile
     int n_lo, n_hi;        // key blocks [n_lo, n_hi) of this split (may be empty)
+    int bad;               // FC_BAD_LENGTHS: the sequence's device-side lengths were cut (seqlen.cuh)
 };
 
 // Launch order. Query-tile major (prefill): grid (m tiles, splits, b * h_k), so CTAs reading the same
@@ -119,7 +120,8 @@ __device__ __forceinline__ bool fwd_tile_range(const fc_problem &p, int splits, 
 template <int BM, int BN, bool HEAD_MAJOR, int KW = 1>
 __device__ __forceinline__ bool fwd_tile_of(const fc_problem &p, int splits, fwd_tile &t) {
     fwd_tile_coords<BM, HEAD_MAJOR, KW>(p, splits, t);
-    t.s = seqlen_checked(p, t.b);
+    t.bad = 0;
+    t.s = seqlen_checked(p, t.b, &t.bad);
     return fwd_tile_range<BM, BN, KW>(p, splits, t);
 }
 
@@ -172,18 +174,18 @@ __device__ __forceinline__ void locate_rows(const fc_problem &p, const fwd_tile 
     }
 }
 
-// The row table of key block n: element offsets of its rows in K and in V (-1: past the end); the
-// page-table entries checked here, where they are used.
+// The row table of a block: element offsets of its rows in K and in V (-1: past the end); the page-table
+// entries checked here, where they are used (bad: FC_BAD_PAGE).
 template <class C>
-__device__ __forceinline__ void write_row_table(const fc_problem &p, const fwd_tile &t, int n, const row_locs<C> &L,
-                                                int64_t *rows) {
+__device__ __forceinline__ void write_row_table(const fc_problem &p, const fwd_tile &t, const row_locs<C> &L, int64_t *rows,
+                                                int *bad) {
 #pragma unroll
     for (int i = 0; i < row_locs<C>::R; i++) {
         int r = pipe_tid<C>() + i * C::LOADERS;
         if (r >= C::BN) break;
         fc_kv_loc l = {L.loc[i].outer, L.loc[i].row};
         bool valid = l.row >= 0;
-        if (valid) l.outer = page_checked(p, t.b, n * C::BN + r, l.outer);
+        if (valid) l.outer = page_checked(p, l.outer, bad);
         rows[r] = valid ? fc_kv_offset(&p.k, l) + t.hk * p.k.sh : -1;
         rows[C::BN + r] = valid ? fc_kv_offset(&p.v, l) + t.hk * p.v.sh : -1;
     }
@@ -222,9 +224,9 @@ __device__ __forceinline__ void load_kv(const void *base, const int64_t *rows, c
 // barrier protects the table from the following block.
 template <class C>
 __device__ __forceinline__ void issue_block(const fc_problem &p, const fwd_tile &t, int it, int n_blocks, char *stage,
-                                            int64_t *rows, row_locs<C> &L, row_locs<C> &L2) {
+                                            int64_t *rows, row_locs<C> &L, row_locs<C> &L2, int *bad) {
     if (it < n_blocks) {
-        write_row_table<C>(p, t, t.n_hi - 1 - it, L, rows);
+        write_row_table<C>(p, t, L, rows, bad);
         L = L2;
         locate_rows<C>(p, t, it + 2, n_blocks, L2); // page-table reads two blocks ahead, in flight meanwhile
         pipe_sync<C>();
@@ -509,7 +511,10 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
     pdl_wait();              // launched early (PDL): the previous kernel's writes are visible past here
     pdl_launch_dependents(); // the merge of the partials may start launching
     fwd_tile t;
-    if (!fwd_tile_of<C::BM, C::BN, C::HEAD_MAJOR, C::KW>(p, ws.splits, t)) return; // the same for every warp
+    if (!fwd_tile_of<C::BM, C::BN, C::HEAD_MAJOR, C::KW>(p, ws.splits, t)) { // the same for every warp
+        if (t.bad && threadIdx.x == 0) report_sequence(p, t.b, t.bad); // (cut lengths may leave no rows)
+        return;
+    }
     score_consts sc = score_consts_of(p, t.s.s_q, t.s.s_k);
 
     // This thread's rows: query row, ALiBi slope, sink.
@@ -536,11 +541,12 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
     int n_blocks = t.n_hi - t.n_lo;
     load_q<C>(p, t, sq); // in the first block's commit group
     row_locs<C> locs, locs2; // the row locations of the next two blocks to issue
+    int bad = 0;             // FC_BAD_PAGE: a page-table entry of this thread's rows was outside the cache
     locate_rows<C>(p, t, 0, n_blocks, locs);
     locate_rows<C>(p, t, 1, n_blocks, locs2);
 #pragma unroll
     for (int i = 0; i < C::STAGES - 1; i++) {
-        issue_block<C>(p, t, i, n_blocks, stages + i * C::STAGE_BYTES, rows, locs, locs2);
+        issue_block<C>(p, t, i, n_blocks, stages + i * C::STAGE_BYTES, rows, locs, locs2, &bad);
         pipe_sync<C>(); // the row table is rewritten by the next block
     }
     if (p.rotary_cos) {
@@ -564,7 +570,7 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         if (it == 0) FC_STAMP(1);
         if (it == n_blocks - 1) FC_STAMP(2);
         int ahead = it + C::STAGES - 1;
-        issue_block<C>(p, t, ahead, n_blocks, stages + (ahead % C::STAGES) * C::STAGE_BYTES, rows, locs, locs2);
+        issue_block<C>(p, t, ahead, n_blocks, stages + (ahead % C::STAGES) * C::STAGE_BYTES, rows, locs, locs2, &bad);
         const char *sk = stages + (it % C::STAGES) * C::STAGE_BYTES, *sv = sk + C::K_BYTES;
         float s[C::MT][C::BN / 8][4];
         qk_block<C>(sq, qf, sk, s);
@@ -587,6 +593,7 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         pv_block<C>(sv, s, o);
     }
     cp_async_wait<0>(); // an empty split still issued the Q load
+    if ((t.bad && threadIdx.x == 0) || bad) report_sequence(p, t.b, t.bad | bad);
     if constexpr (C::KW > 1) {
         merge_key_warps<C>(o, st, smem + C::Q_BYTES);
         if (t.kpart > 0) return;

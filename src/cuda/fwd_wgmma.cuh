@@ -86,7 +86,8 @@ __device__ __forceinline__ bool wg_tile_of(const fc_problem &p, int splits, int 
     t.hk = blockIdx.z % p.h_k;
     t.b = blockIdx.z / p.h_k;
     t.group = p.h_q / p.h_k;
-    t.s = seqlen_checked(p, t.b);
+    t.bad = 0;
+    t.s = seqlen_checked(p, t.b, &t.bad);
     t.packed_rows = t.s.s_q * t.group;
     if (t.m0 >= t.packed_rows) return false;
     t.r_lo = t.m0 / t.group;
@@ -163,14 +164,14 @@ __device__ __forceinline__ void wg_tma_block(const wg_tma &tm, const CUtensorMap
 // wait for the buffer, copy, and have the copies' arrival signalled on the buffer's barrier. A loop of its
 // own: sharing one loop with the TMA path below cost pages of 16 ~7% (PERF.md step 35).
 template <class C>
-__device__ void wg_produce_rows(const fc_problem &p, const fwd_tile &t, const wg_smem &sm, int tid, int pos) {
+__device__ void wg_produce_rows(const fc_problem &p, const fwd_tile &t, const wg_smem &sm, int tid, int pos, int *bad) {
     int n_blocks = t.n_hi - t.n_lo;
     fc_kv_loc loc = wg_locate<C>(p, t, 0, n_blocks, tid);
     for (int it = 0; it < n_blocks; it++) {
         int g = pos + it, stage = g % C::STAGES;
         int64_t *rows = sm.tables + (g % 2) * 2 * C::BN; // alternating: one barrier per block suffices
         bool valid = loc.row >= 0;
-        if (valid) loc.outer = page_checked(p, t.b, (t.n_hi - 1 - it) * C::BN + tid, loc.outer);
+        if (valid) loc.outer = page_checked(p, loc.outer, bad);
         rows[tid] = valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
         rows[C::BN + tid] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
         loc = wg_locate<C>(p, t, it + 1, n_blocks, tid); // the next block's page-table reads, in flight meanwhile
@@ -193,7 +194,7 @@ __device__ void wg_produce_rows(const fc_problem &p, const fwd_tile &t, const wg
 // V: wait for the buffer, copy, and have the copies' arrival signalled on the buffer's barrier.
 template <class C>
 __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const wg_smem &sm, const wg_tma &tm, int tid,
-                                  int pos) {
+                                  int pos, int *bad) {
     int n_blocks = t.n_hi - t.n_lo;
     fc_kv_loc loc = wg_locate<C>(p, t, 0, n_blocks, tid);
     for (int it = 0; it < n_blocks; it++) {
@@ -202,7 +203,7 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
         int64_t *rows = sm.tables + (g % 2) * 2 * C::BN; // alternating: one barrier per block suffices
         if (table) {
             bool valid = loc.row >= 0;
-            if (valid) loc.outer = page_checked(p, t.b, n * C::BN + tid, loc.outer);
+            if (valid) loc.outer = page_checked(p, loc.outer, bad);
             rows[tid] = bulk ? loc.outer << 32 | loc.row : valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
             rows[C::BN + tid] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
         }
@@ -240,9 +241,12 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
 template <class C>
 __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
     int tid = threadIdx.x - 128 * C::CONSUMERS, pos = 0, uses0 = 0, uses1 = 0;
+    int bad = 0, b = 0; // FC_BAD_*: what this thread found wrong with the CTA's sequence b (reported at the end)
     for (int k = 0; k < C::TILES; k++) {
         fwd_tile t;
-        if (!wg_tile_of<C>(p, ws.splits, k, t) || t.n_hi == t.n_lo) continue;
+        bool some = wg_tile_of<C>(p, ws.splits, k, t);
+        bad |= tid == 0 ? t.bad : 0, b = t.b;
+        if (!some || t.n_hi == t.n_lo) continue;
         // Every producer thread is done reading the previous tile's row tables before any writes this
         // tile's (a TMA tile writes a table only for its partial last block, so no per-block barrier
         // stands between the two).
@@ -252,12 +256,13 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
         wg_load_q<C>(p, t, sm.q + b * C::Q_BYTES, tid);
         mbar_cp_async_arrive(&sm.q_full[b]);
         if (tm.kind == WG_TMA_OFF)
-            wg_produce_rows<C>(p, t, sm, tid, pos);
+            wg_produce_rows<C>(p, t, sm, tid, pos, &bad);
         else
-            wg_produce_blocks<C>(p, t, sm, tm, tid, pos);
+            wg_produce_blocks<C>(p, t, sm, tm, tid, pos, &bad);
         pos += t.n_hi - t.n_lo;
     }
     cp_async_wait<0>();
+    if (bad) report_sequence(p, b, bad);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ struct fc_dev_err {
     long long value, limit, extra;
 };
 
-static __device__ __forceinline__ void fc_record_error(const fc_problem &p, int code, int b, int i, long long value,
+static __device__ __noinline__ void fc_record_error(const fc_problem &p, int code, int b, int i, long long value,
                                              long long limit, long long extra = 0) {
     fc_dev_err *e = (fc_dev_err *)p.dev_err;
     if (!e || atomicCAS(&e->code, FC_DERR_NONE, -1) != FC_DERR_NONE) return;
@@ -39,21 +39,28 @@ static __device__ __forceinline__ void fc_record_error(const fc_problem &p, int 
     atomicExch(&e->code, code); // published last: a record with a code is complete
 }
 
+// What a kernel found wrong for its sequence: flag bits, set where the values are read (an OR, no call)
+// and reported once where the kernel ends (report_sequence). A record call in the prologue, which every
+// call runs, cost +0.4 us on b1 x 1k decode (measured); the flags cost nothing measurable.
+enum { FC_BAD_LENGTHS = 1, FC_BAD_PAGE = 2 };
+
 // Sequence b's rows [*lo, *lo + *len) of a cu_seqlens array over `total` rows: cu[b] and cu[b + 1] cut to
-// [0, total] and in order, the length cut to `max_len` (a kernel's grid covers max_len rows). A bad entry
-// is recorded as cu_code (i: its index, extra: the entry before it); a length past max_len of an otherwise
-// good span as max_code.
+// [0, total] and in order, the length cut to `max_len` (a kernel's grid covers max_len rows). RECORD: a
+// bad entry is recorded as cu_code (i: its index, extra: the entry before it), a length past max_len of an
+// otherwise good span as max_code; else any of them sets FC_BAD_LENGTHS in *bad.
+template <bool RECORD>
 __device__ __forceinline__ void checked_span(const fc_problem &p, const int32_t *cu, int b, int64_t total, int max_len,
-                                             int cu_code, int max_code, int64_t *lo, int *len) {
+                                             int cu_code, int max_code, int64_t *lo, int *len, int *bad) {
     int64_t a = cu[b], e = cu[b + 1];
     bool bad_a = b == 0 ? a != 0 : a < 0 || a > total, bad_e = e < a || e > total;
-    if (bad_a) fc_record_error(p, cu_code, b, b, a, total, a);
+    int64_t ac = min(max(a, (int64_t)0), total), ec = min(max(e, ac), total);
+    bool too_long = !bad_a && !bad_e && ec - ac > max_len;
+    if (!RECORD) *bad |= bad_a | bad_e | too_long ? FC_BAD_LENGTHS : 0;
+    else if (bad_a) fc_record_error(p, cu_code, b, b, a, total, a);
     else if (bad_e) fc_record_error(p, cu_code, b, b + 1, e, total, a);
-    a = min(max(a, (int64_t)0), total);
-    e = min(max(e, a), total);
-    if (!bad_a && !bad_e && e - a > max_len) fc_record_error(p, max_code, b, 0, e - a, max_len);
-    *lo = a;
-    *len = (int)min(e - a, (int64_t)max_len);
+    else if (too_long) fc_record_error(p, max_code, b, 0, ec - ac, max_len);
+    *lo = ac;
+    *len = (int)min(ec - ac, (int64_t)max_len);
 }
 
 // Keys sequence b's layout holds (varlen: its cu_seqlens_k span, already cut).
@@ -63,19 +70,22 @@ __device__ __forceinline__ int kv_capacity_of(const fc_problem &p, int span) {
 
 // fc_seqlen_of with every device-side length checked: q_row0 + s_q <= total_q, s_q <= max_seqlen_q (varlen),
 // k_row0 + span <= total_k, s_cache >= 0 and s_cache + s_new <= the capacity (api.c has checked s_new <= it).
-__device__ __forceinline__ fc_seqlen seqlen_checked(const fc_problem &p, int b) {
+// RECORD: errors go to the record, else to *bad (FC_BAD_LENGTHS).
+template <bool RECORD>
+__device__ __forceinline__ fc_seqlen seqlen_walk(const fc_problem &p, int b, int *bad) {
     fc_seqlen s;
     s.q_row0 = 0, s.s_q = p.s_q, s.k_row0 = 0;
     if (p.cu_seqlens_q)
-        checked_span(p, p.cu_seqlens_q, b, p.total_q, p.s_q, FC_DERR_CU_Q, FC_DERR_MAX_Q, &s.q_row0, &s.s_q);
+        checked_span<RECORD>(p, p.cu_seqlens_q, b, p.total_q, p.s_q, FC_DERR_CU_Q, FC_DERR_MAX_Q, &s.q_row0, &s.s_q, bad);
     int span = p.s_k;
     if (p.cu_seqlens_k)
-        checked_span(p, p.cu_seqlens_k, b, p.total_k, p.s_k, FC_DERR_CU_K, FC_DERR_MAX_K, &s.k_row0, &span);
+        checked_span<RECORD>(p, p.cu_seqlens_k, b, p.total_k, p.s_k, FC_DERR_CU_K, FC_DERR_MAX_K, &s.k_row0, &span, bad);
     int s_new = p.k_new.data ? p.s_new : 0, room = kv_capacity_of(p, span) - s_new;
     s.s_cache = span;
     if (p.seqused_k) {
         int used = p.seqused_k[b];
-        if (used < 0) fc_record_error(p, FC_DERR_SEQUSED, b, 0, used, 0);
+        if (!RECORD) *bad |= used < 0 || used > room ? FC_BAD_LENGTHS : 0;
+        else if (used < 0) fc_record_error(p, FC_DERR_SEQUSED, b, 0, used, 0);
         else if (used > room) fc_record_error(p, FC_DERR_CAPACITY, b, p.page_size, used, room + s_new, s_new);
         s.s_cache = min(max(used, 0), max(room, 0));
     }
@@ -83,23 +93,34 @@ __device__ __forceinline__ fc_seqlen seqlen_checked(const fc_problem &p, int b) 
     return s;
 }
 
-// The outer index fc_kv_locate gave key j of sequence b, checked: a page-table entry outside
-// [0, num_pages) is recorded and read as page 0. The forward kernels look rows up blocks ahead and check
-// them here only where they are used: a check where the load is issued would wait for it (+0.7 us on
-// short decodes, measured).
-__device__ __forceinline__ int64_t page_checked(const fc_problem &p, int b, int j, int64_t outer) {
-    if (p.kv_layout == FC_KV_PAGED && (uint64_t)outer >= (uint64_t)p.num_pages) {
-        fc_record_error(p, FC_DERR_PAGE, b, fc_fast_div(j, p.page_div_mul, p.page_div_shift), outer, p.num_pages);
-        return 0;
-    }
-    return outer;
+// The lengths of sequence b as the kernels use them: cut to the tensors, errors flagged in *bad.
+__device__ __forceinline__ fc_seqlen seqlen_checked(const fc_problem &p, int b, int *bad) {
+    return seqlen_walk<false>(p, b, bad);
 }
 
-// fc_kv_locate with the page-table entry checked at once (the append kernel's single lookup).
-__device__ __forceinline__ fc_kv_loc kv_locate_checked(const fc_problem &p, const fc_seqlen &s, int b, int j) {
-    fc_kv_loc l = fc_kv_locate(&p, &s, b, j);
-    l.outer = page_checked(p, b, j, l.outer);
-    return l;
+// The outer index fc_kv_locate gave a key, checked: a page-table entry outside [0, num_pages) sets
+// FC_BAD_PAGE and reads as page 0. The forward kernels look rows up blocks ahead and check them only where
+// they are used: a check where the load is issued would wait for it (+0.7 us on short decodes, measured).
+__device__ __forceinline__ int64_t page_checked(const fc_problem &p, int64_t outer, int *bad) {
+    bool out = p.kv_layout == FC_KV_PAGED && (uint64_t)outer >= (uint64_t)p.num_pages;
+    *bad |= out ? FC_BAD_PAGE : 0;
+    return out ? 0 : outer;
+}
+
+// The first error of sequence b in the record, for a kernel that flagged `bad` (cold: errors only): its
+// lengths again, recorded this time, then the first entry of its page table outside [0, num_pages).
+static __device__ __noinline__ void report_sequence(const fc_problem &p, int b, int bad) {
+    int none = 0;
+    fc_seqlen s = seqlen_walk<true>(p, b, &none);
+    if (!(bad & FC_BAD_PAGE)) return;
+    int pages = (s.s_k + p.page_size - 1) / p.page_size; // <= max_pages: s_k is cut to the capacity
+    for (int i = 0; i < pages; i++) {
+        int e = p.page_table[b * p.page_table_sb + i];
+        if ((unsigned)e >= (unsigned)p.num_pages) {
+            fc_record_error(p, FC_DERR_PAGE, b, i, e, p.num_pages);
+            return;
+        }
+    }
 }
 
 // Rotary table row of absolute position pos, cut to the table (positions outside are recorded).
