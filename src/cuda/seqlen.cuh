@@ -45,7 +45,9 @@ static __device__ __noinline__ void fc_record_error(const fc_problem &p, int cod
 enum { FC_BAD_LENGTHS = 1, FC_BAD_PAGE = 2 };
 
 // Sequence b's rows [*lo, *lo + *len) of a cu_seqlens array over `total` rows: cu[b] and cu[b + 1] cut to
-// [0, total] and in order, the length cut to `max_len` (a kernel's grid covers max_len rows). RECORD: a
+// [0, total] and in order, cu[0] read as 0 (so cut spans leave no row before the first sequence that no
+// sequence writes: the split-KV merge reads every row's partials), the length cut to `max_len` (a kernel's
+// grid covers max_len rows). RECORD: a
 // bad entry is recorded as cu_code (i: its index, extra: the entry before it), a length past max_len of an
 // otherwise good span as max_code; else any of them sets FC_BAD_LENGTHS in *bad.
 template <bool RECORD>
@@ -53,7 +55,7 @@ __device__ __forceinline__ void checked_span(const fc_problem &p, const int32_t 
                                              int cu_code, int max_code, int64_t *lo, int *len, int *bad) {
     int64_t a = cu[b], e = cu[b + 1];
     bool bad_a = b == 0 ? a != 0 : a < 0 || a > total, bad_e = e < a || e > total;
-    int64_t ac = min(max(a, (int64_t)0), total), ec = min(max(e, ac), total);
+    int64_t ac = b == 0 ? 0 : min(max(a, (int64_t)0), total), ec = min(max(e, ac), total);
     bool too_long = !bad_a && !bad_e && ec - ac > max_len;
     if (!RECORD) *bad |= bad_a | bad_e | too_long ? FC_BAD_LENGTHS : 0;
     else if (bad_a) fc_record_error(p, cu_code, b, b, a, total, a);
