@@ -594,6 +594,7 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
     }
     cp_async_wait<0>(); // an empty split still issued the Q load
     if ((t.bad && threadIdx.x == 0) || bad) report_sequence(p, t.b, t.bad | bad);
+    if (t.bad && t.m0 == 0 && t.split == 0 && t.hk == 0) clear_cut_rows(p, ws, t.b, threadIdx.x, C::THREADS);
     if constexpr (C::KW > 1) {
         merge_key_warps<C>(o, st, smem + C::Q_BYTES);
         if (t.kpart > 0) return;

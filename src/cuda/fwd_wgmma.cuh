@@ -241,11 +241,11 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
 template <class C>
 __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
     int tid = threadIdx.x - 128 * C::CONSUMERS, pos = 0, uses0 = 0, uses1 = 0;
-    int bad = 0, b = 0; // FC_BAD_*: what this thread found wrong with the CTA's sequence b (reported at the end)
+    int bad = 0, b = 0, lengths = 0; // FC_BAD_*: what is wrong with the CTA's sequence b (reported at the end)
     for (int k = 0; k < C::TILES; k++) {
         fwd_tile t;
         bool some = wg_tile_of<C>(p, ws.splits, k, t);
-        bad |= tid == 0 ? t.bad : 0, b = t.b;
+        bad |= tid == 0 ? t.bad : 0, b = t.b, lengths |= t.bad;
         if (!some || t.n_hi == t.n_lo) continue;
         // Every producer thread is done reading the previous tile's row tables before any writes this
         // tile's (a TMA tile writes a table only for its partial last block, so no per-block barrier
@@ -263,6 +263,7 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
     }
     cp_async_wait<0>();
     if (bad) report_sequence(p, b, bad);
+    if (lengths && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z % p.h_k == 0) clear_cut_rows(p, ws, b, tid, 128);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -133,3 +133,20 @@ __device__ __forceinline__ int rotary_pos_checked(const fc_problem &p, int b, in
     }
     return pos;
 }
+
+// Split-KV with varlen queries: the rows of sequence b past max_seqlen_q, which no tile covers once its
+// length is cut, get empty partials (lse -inf, out 0), so the merge reads only values a kernel wrote (and
+// gives them out = 0, lse = -inf). Called when b's lengths were flagged, by threads tid = 0 .. n - 1 of the
+// one CTA that holds b's first tile of split 0 and KV head 0 (cold: errors only).
+static __device__ __noinline__ void clear_cut_rows(const fc_problem &p, fc_split_ws ws, int b, int tid, int n) {
+    if (!p.cu_seqlens_q || ws.splits <= 1) return;
+    int64_t a = b == 0 ? 0 : min(max((int64_t)p.cu_seqlens_q[b], (int64_t)0), p.total_q);
+    int64_t e = min(max((int64_t)p.cu_seqlens_q[b + 1], a), p.total_q), first = a + p.s_q;
+    int64_t states = (e - first) * p.h_q * ws.splits; // (split, row, head) states of rows first .. e - 1
+    for (int64_t i = tid; i < states; i += n) {
+        int64_t split = i % ws.splits, gh = i / ws.splits;  // gh = (row - first) * h_q + head
+        int64_t st = (split * p.total_q + first) * p.h_q + gh; // fc_split_ws's index of (split, row, head)
+        ws.part_lse[st] = -INFINITY;
+        for (int c = 0; c < p.d_v; c++) ws.part_out[st * p.d_v + c] = 0.0f;
+    }
+}
