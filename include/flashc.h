@@ -49,9 +49,16 @@
  *   - NaN or Inf in the v of a visible key propagates into out (p_j * v_j, even where p_j underflows
  *     to 0); lse is unaffected.
  *   - Dot products that overflow float are +-inf (then the rules above).
+ *   CUDA differs in one point: the tensor cores compute P·V over a whole tile of rows and a block of
+ *   keys at once, so NaN or Inf in the v of a key that one row of a tile cannot see but another row of
+ *   the same tile (128 packed query rows in prefill, 16 in decode) can reaches the first row too
+ *   (0 * NaN); keys past a sequence's end are never read. Decode with s_q = 1 and no window is exact.
  * Accumulation: scores, softmax and P·V run in fp32. On the CPU P·V sums each block of 64 keys on its
  * own, and the running sums over blocks are compensated (Kahan-style), so the rounding error of out
  * does not grow with the number of keys (2^20 identical keys give out = v within 64 fp32 roundings).
+ * On CUDA the output accumulator is a plain fp32 register sum over key blocks (128 or 32 keys each;
+ * split-KV cuts a row's keys into independent parts merged at the end), so its rounding error grows
+ * with the number of key blocks per split, about 2^-24 per block: ~0.1-1% at 2^20-2^23 keys unsplit.
  *
  * GQA/MQA: h_q % h_k == 0, and query head h reads KV head h / (h_q / h_k).
  *
@@ -286,11 +293,14 @@ fc_status fc_merge_states(const fc_merge_args *args, void *stream);
 /* On CUDA the host never reads device tensors, so the lengths, offsets and page indices they hold
  * (cu_seqlens_q/k, seqused_k, page_table; the key counts, cache capacities and rotary positions they
  * imply) are checked by the kernels. Whatever those tensors hold, no kernel reads or writes outside the
- * tensors of the call: a length is cut to what its layout holds, an offset to its tensor, a page index
- * outside [0, num_pages) is replaced by page 0. The kernel records the first such error of the device
- * in a device-side error record (a fixed device address, so graph capture and replay keep working);
- * the outputs of the sequences involved are then unspecified, but nothing outside out, lse and the
- * sequence's own cache rows is written, and the CUDA context stays usable.
+ * tensors of the call: a length is cut to what its layout holds (seqused_k[i] + s_new to the cache's
+ * capacity, a cu_seqlens span to the tensor's rows, a sequence to max_seqlen_q / max_seqlen_k; cu_seqlens[0]
+ * is read as 0), a page index outside [0, num_pages) is replaced by page 0, a rotary position is cut to
+ * the tables. The kernels record the first such error of the device in a device-side error record (a
+ * fixed device address, so graph capture and replay keep working). The outputs of the sequences
+ * involved are then unspecified (rows a cut leaves to no tile are not written, or get 0 when split),
+ * nothing outside out, lse, the workspace and the cache is written, and the CUDA context stays usable.
+ * Checking costs the kernels a few integer operations per tile and per key row.
  *
  * fc_check_errors waits for `stream` (a cudaStream_t; NULL = the default stream) on the current CUDA
  * device, then reads and clears that device's record. FC_OK: no error was recorded since the last
