@@ -81,6 +81,9 @@ fc_status fc_cuda_append(const fc_problem *p, cudaStream_t stream) {
     int64_t items = (int64_t)p->batch * p->s_new * p->h_k;
     if (items <= 0) return FC_OK;
     int64_t blocks = (items + APPEND_WARPS - 1) / APPEND_WARPS;
+    if (blocks > 0x7fffffff)
+        return fc_fail(FC_ERR_UNSUPPORTED, "k_new", "%lld rows (b x s_new x h_k) are more than one append launch covers",
+                       (long long)items);
     append_kernel<<<(unsigned)blocks, APPEND_WARPS * 32, 0, stream>>>(*p);
     FC_CUDA_LAUNCHED("append_kernel");
     return FC_OK;

@@ -24,6 +24,9 @@ extern "C" fc_status fc_cuda_attn_workspace_size(const fc_problem *p, size_t *by
     fc_status st = fc_cuda_fwd_supported(p);
     if (st != FC_OK) return st;
     *bytes = fc_cuda_split_ws_bytes(p, fc_cuda_plan_splits(p));
+    if (*bytes == SIZE_MAX)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "q", "the split-KV workspace for %lld rows x %d heads does not fit a size_t",
+                       (long long)p->total_q, p->h_q);
     return FC_OK;
 }
 

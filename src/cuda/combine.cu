@@ -256,10 +256,14 @@ static size_t split_states(const fc_problem *p, int splits) {
     return (size_t)splits * (size_t)p->total_q * (size_t)p->h_q;
 }
 
+// SIZE_MAX when the size does not fit a size_t (fc_cuda_attn_workspace_size rejects it).
 size_t fc_cuda_split_ws_bytes(const fc_problem *p, int splits) {
     if (splits <= 1) return 0;
-    size_t states = split_states(p, splits);
-    return align256(states * (size_t)p->d_v * sizeof(float)) + align256(states * sizeof(float));
+    size_t states, out_bytes;
+    if (__builtin_mul_overflow((size_t)splits * (size_t)p->h_q, (size_t)p->total_q, &states) ||
+        __builtin_mul_overflow(states, (size_t)p->d_v * sizeof(float), &out_bytes) || out_bytes > SIZE_MAX / 2)
+        return SIZE_MAX;
+    return align256(out_bytes) + align256(states * sizeof(float));
 }
 
 fc_split_ws fc_cuda_split_ws(const fc_problem *p, int splits, void *workspace) {

@@ -247,7 +247,7 @@ __device__ __forceinline__ fc_seqlen seqlen_peek(const fc_problem &p, int b) {
     s.s_q = p.cu_seqlens_q ? min(max(__ldcg(p.cu_seqlens_q + b + 1) - q0, 0), p.s_q) : p.s_q;
     s.k_row0 = 0;
     s.s_cache = p.seqused_k ? __ldcg(p.seqused_k + b) : p.s_k;
-    s.s_k = min(max(s.s_cache + (p.k_new.data ? p.s_new : 0), 0), p.s_k);
+    s.s_k = (int)min(max((int64_t)s.s_cache + (p.k_new.data ? p.s_new : 0), (int64_t)0), (int64_t)p.s_k); // 64-bit: any seqused_k
     return s;
 }
 
