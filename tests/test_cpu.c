@@ -48,68 +48,6 @@ static cmp compare(const prob *P, const refs *R, double *got) {
     return m;
 }
 
-/* Rotates row x (d features) to position pos with the case's tables, in float64. */
-static void rotate_row(const prob *P, double *x, int64_t pos) {
-    const fc_tensor *ct = &P->a.rotary_cos, *st = &P->a.rotary_sin;
-    int half = P->c.rot_dim / 2;
-    for (int m = 0; m < half; m++) {
-        int i0 = P->c.rot_inter ? 2 * m : m, i1 = P->c.rot_inter ? 2 * m + 1 : m + half;
-        double cs = tu_load(ct->data, ct->dtype, pos * ct->stride[0] + m * ct->stride[1]);
-        double sn = tu_load(st->data, st->dtype, pos * st->stride[0] + m * st->stride[1]);
-        double x0 = x[i0], x1 = x[i1];
-        x[i0] = x0 * cs - x1 * sn;
-        x[i1] = x0 * sn + x1 * cs;
-    }
-}
-
-/* Appended rows of one cache tensor: rotated features within a rounding of the exact rotation,
- * others copied exactly; marks the appended elements. Returns the number of bad elements. */
-static int64_t check_appended(const prob *P, const fc_tensor *cache, const fc_tensor *src, int dim, int rot,
-                              unsigned char *mark) {
-    const cfg *c = &P->c;
-    double *x = malloc(sizeof(double) * (size_t)dim), *x0 = malloc(sizeof(double) * (size_t)dim);
-    int64_t bad = 0;
-    for (int b = 0; b < c->b; b++)
-        for (int t = 0; t < c->s_new; t++)
-            for (int h = 0; h < c->h_k; h++) {
-                int64_t so = b * src->stride[0] + t * src->stride[1] + h * src->stride[2];
-                int64_t co = kv_off(P, cache, b, P->s_cache[b] + t, h);
-                for (int e = 0; e < dim; e++) x[e] = x0[e] = tu_load(src->data, src->dtype, so + e);
-                if (rot) rotate_row(P, x, P->s_cache[b] + t);
-                for (int e = 0; e < dim; e++) {
-                    double got = tu_load(cache->data, c->dt, co + e);
-                    mark[co + e] = 1;
-                    if (rot && e < c->rot_dim) {
-                        int partner = c->rot_inter ? (e ^ 1) : (e < c->rot_dim / 2 ? e + c->rot_dim / 2 : e - c->rot_dim / 2);
-                        double tol = tu_eps(c->dt) * fabs(x[e]) + 1e-6 * (fabs(x0[e]) + fabs(x0[partner]));
-                        if (!(fabs(got - x[e]) <= tol)) bad++;
-                    } else if (got != x[e]) {
-                        bad++;
-                    }
-                }
-            }
-    free(x);
-    free(x0);
-    return bad;
-}
-
-/* The cache after an append: appended rows right, every other byte as before. */
-static int64_t check_cache(const prob *P) {
-    const region *rs[2] = {&P->kc, &P->vc};
-    const unsigned char *snaps[2] = {P->k_snap, P->v_snap};
-    int64_t bad = 0;
-    for (int w = 0; w < 2; w++) {
-        unsigned char *mark = calloc((size_t)rs[w]->n, 1);
-        bad += w == 0 ? check_appended(P, &P->a.k, &P->a.k_new, P->c.d, P->c.rot_dim > 0, mark)
-                      : check_appended(P, &P->a.v, &P->a.v_new, P->c.d_v, 0, mark);
-        size_t es = tu_esize(P->c.dt);
-        for (int64_t i = 0; i < rs[w]->n; i++)
-            if (!mark[i] && memcmp((const char *)reg_host(P, rs[w]) + i * es, snaps[w] + i * es, es)) bad++;
-        free(mark);
-    }
-    return bad;
-}
-
 /* ---------------------------------------------------------------------------------------------- */
 /* Running a case                                                                                  */
 
@@ -155,7 +93,7 @@ static void run_split(group *g, prob *P, const refs *R, int splits, double *got,
         group_note(g, ok, 0, desc);
     }
     if (c->s_new) {
-        int64_t bad = check_cache(P);
+        int64_t bad = prob_cache_bad(P); /* appended rows right, every other byte as before */
         ok = tu_check(bad == 0, "%s [%s] split %d: cache after append: %lld bad elements", g->name, desc, splits,
                       (long long)bad);
         group_note(g, ok, 0, desc);
