@@ -50,7 +50,10 @@ static uint32_t take32(reader *r) {
     return x;
 }
 
-static uint64_t take64(reader *r) { return take32(r) | (uint64_t)take32(r) << 32; }
+static uint64_t take64(reader *r) {
+    uint64_t lo = take32(r);
+    return lo | (uint64_t)take32(r) << 32;
+}
 
 /* One of n choices (n <= 256). */
 static int pick(reader *r, int n) { return (int)(take8(r) % (unsigned)n); }
@@ -95,7 +98,7 @@ static float hostile_float(reader *r) {
 /* ---------------------------------------------------------------------------------------------- */
 /* Known defect classes (issue 10) the harness can stop producing, and other switches.              */
 
-enum { K_WINDOW, K_BIGLEN, K_CU_OVERFLOW, K_APPEND31, K_SOFTCAP, K_NANMASK, K_OVERLAP, K_COUNT };
+enum { K_WINDOW, K_BIGLEN, K_CU_OVERFLOW, K_APPEND31, K_SOFTCAP, K_NANMASK, K_OVERLAP, K_MERGEPREC, K_COUNT };
 static const char *known_classes[K_COUNT] = {
     "window",      /* windows near INT32_MAX: fc_key_range's diag + wr overflows (item 2) */
     "biglen",      /* key/query lengths near 2^31 (s_k + BK - 1 and kin) (item 2) */
@@ -104,6 +107,7 @@ static const char *known_classes[K_COUNT] = {
     "softcap",     /* scale / softcap overflows (item 3) */
     "nanmask",     /* NaN in keys no row sees reaches the output through 0 * NaN (item 3) */
     "overlap",     /* self-overlapping written views accepted (item 4) */
+    "mergeprec",   /* merging partials with |lse| >~ 1e7: out = sum exp(lse_s - l) out_s, l rounded (new) */
 };
 static int skip_class[K_COUNT];
 static int verbose;
@@ -335,7 +339,10 @@ static void set_layout(fc_tensor *t, int mode, reader *r) {
         if (step > MEM_CAP) step = MEM_CAP;
     }
     if (mode == 3 && nd > 1) t->stride[pick(r, nd - 1)] = 0;
-    if (mode == 4) t->stride[pick(r, nd)] = hostile_int(r);
+    if (mode == 4) {
+        int dim = pick(r, nd);
+        t->stride[dim] = hostile_int(r);
+    }
 }
 
 static int read_layout_mode(reader *r) {
@@ -355,14 +362,17 @@ static fc_tensor make_tensor(fc_dtype dt, int nd, int64_t n0, int64_t n1, int64_
 /* misaligned (returned: the byte offset to give data).                                             */
 
 static size_t mutate_tensor(fc_tensor *t, reader *r) {
-    switch (pick(r, 7)) {
+    int kind = pick(r, 7), dim = pick(r, FC_MAX_DIMS);
+    switch (kind) {
     case 0: t->ndim = (int)range(r, -1, 6); break;
     case 1: t->dtype = (fc_dtype)pick(r, 6); break;
-    case 2: t->shape[pick(r, FC_MAX_DIMS)] = hostile_int(r); break;
-    case 3: t->stride[pick(r, FC_MAX_DIMS)] = hostile_int(r); break;
+    case 2: t->shape[dim] = hostile_int(r); break;
+    case 3: t->stride[dim] = hostile_int(r); break;
     case 4: t->data = NULL; break;
     case 5: return 1 + (size_t)pick(r, 3);
-    default: t->shape[pick(r, FC_MAX_DIMS)] += range(r, -2, 2); break;
+    default: /* off by up to two */
+        if (t->shape[dim] > INT64_MIN + 2 && t->shape[dim] < INT64_MAX - 2) t->shape[dim] += range(r, -2, 2);
+        break;
     }
     return 0;
 }
@@ -433,6 +443,10 @@ static int data_ok(model *m, const fc_tensor *t, fc_dtype dt, int nd, size_t ali
         if (t->shape[i] < 0 || t->shape[i] > INT32_MAX || t->stride[i] < 0)
             return not_ok(m, "shape or stride out of range in dim %lld (%lld)", i, t->shape[i]);
     if ((uintptr_t)t->data % align) return not_ok(m, "misaligned data (%lld, %lld)", (long long)align, 0);
+    int64_t off = 0, term; /* the offsets, up to the first empty dim, fit in int64 (api.c checks so) */
+    for (int i = 0; i < nd && t->shape[i] > 0; i++)
+        if (__builtin_mul_overflow(t->shape[i] - 1, t->stride[i], &term) || __builtin_add_overflow(off, term, &off))
+            return not_ok(m, "offsets overflow int64 in dim %lld (stride %lld)", i, t->stride[i]);
     return 1;
 }
 
@@ -589,7 +603,10 @@ static int attn_contents_ok(model *m, fcase *c, const acase *k) {
 static void build_model(model *m, fcase *c, const acase *k) {
     memset(m, 0, sizeof *m);
     m->ok = 1;
-    if (!attn_shapes_ok(m, k) || !attn_contents_ok(m, c, k)) return;
+    if (!attn_shapes_ok(m, k) || !attn_contents_ok(m, c, k)) {
+        not_ok(m, "shape rule (%lld%lld)", 0, 0); /* keeps the first reason when one was given */
+        return;
+    }
     m->wl = k->a.window_left;
     m->wr = k->a.causal ? 0 : k->a.window_right;
 }
@@ -708,8 +725,10 @@ static void check_attn_values(fcase *c, const acase *k, const model *m) {
                          (long long)i, (long long)h, (long long)lo, (long long)hi, (long long)s->s_k, lse);
                 if (sees && !isfinite(lse)) violation("a row that sees keys has a non-finite lse", msg);
                 if (!sees && lse != -INFINITY) violation("a row that sees no key has lse != -inf", msg);
+                size_t base = strlen(msg);
                 for (int64_t x = 0; x < k->d_v; x++) {
                     double y = get_val(a->out.data, dt, o + x);
+                    snprintf(msg + base, sizeof msg - base, ", out[%lld] = %g", (long long)x, y);
                     if (!sees && y != 0) violation("a row that sees no key has out != 0", msg);
                     if (!(fabs(y) <= VAL * (1 + 1.0 / 64))) violation("out is not finite or exceeds max |v|", msg);
                 }
@@ -785,8 +804,6 @@ static void read_scores(acase *k, reader *r, int *alibi_mode, int *sink_mode) {
     a->softmax_scale = s < 5 ? 0.0f : s == 5 ? (float)range(r, 1, 100) / 100.0f : s == 6 ? hostile_float(r) : (float)range(r, 1, 1000);
     int cap = pick(r, 8);
     a->softcap = cap < 4 ? 0.0f : cap == 4 ? 30.0f : cap == 5 ? (float)range(r, 1, 50) : hostile_float(r);
-    double scale = a->softmax_scale != 0.0f ? a->softmax_scale : 1.0 / sqrt(k->d > 0 ? k->d : 1);
-    if (skip_class[K_SOFTCAP] && a->softcap > 0.0f && !(fabs(scale) / a->softcap <= 1e30)) a->softcap = 30.0f;
     *alibi_mode = pick(r, 4);
     *sink_mode = pick(r, 4);
     int al = pick(r, 4), sk = pick(r, 4);
@@ -795,8 +812,17 @@ static void read_scores(acase *k, reader *r, int *alibi_mode, int *sink_mode) {
     if (sk == 1) a->sinks = make_tensor(FC_FP32, 1, k->h_q, 0, 0, 0, r);
     int ns = pick(r, 8);
     a->num_splits = ns < 6 ? ns : ns == 6 ? 128 + pick(r, 2) : hostile_i32(r);
-    k->tame = isfinite(a->softmax_scale) && fabs(a->softmax_scale) <= 1e3 && (!a->alibi_slopes.data || *alibi_mode < 3) &&
-              (!a->sinks.data || *sink_mode < 3);
+}
+
+/* After the hostile edits: class softcap skipped, a softcap that scale / softcap overflows becomes 30;
+ * the value checks apply when scale, slopes and sinks are tame. */
+static void settle_scores(acase *k, int alibi_mode, int sink_mode) {
+    fc_attn_args *a = &k->a;
+    double scale = a->softmax_scale != 0.0f ? a->softmax_scale : 1.0 / sqrt(k->d > 0 ? k->d : 1);
+    if (skip_class[K_SOFTCAP] && a->softcap > 0.0f && !(fabs(scale) / a->softcap <= 1e30)) a->softcap = 30.0f;
+    double big = skip_class[K_MERGEPREC] ? 10 : 1e3; /* scores up to 1e4 or 1e6 */
+    k->tame = isfinite(a->softmax_scale) && fabs(a->softmax_scale) <= big &&
+              (!a->alibi_slopes.data || alibi_mode < (skip_class[K_MERGEPREC] ? 2 : 3)) && (!a->sinks.data || sink_mode < 3);
 }
 
 /* Intended contents of the index tensors, written once the blocks exist. */
@@ -876,14 +902,24 @@ static int read_layouts(acase *k, plan *pl, reader *r, uint64_t *rng) {
             for (int b = 0; b < k->b; b++) pl->used[b] = pl->k_len[b] ? (int64_t)(tu_rng_next(rng) % (uint64_t)(pl->k_len[b] + 1)) : 0;
         }
     } else { /* paged: pages of page_size keys, seqused required */
-        static const int sizes[8] = {16, 1, 3, 64, 5, 128, 2, -1};
-        k->page_size = sizes[pick(r, 8)];
+        static const int sizes[9] = {16, 1, 3, 64, 5, 128, 2, -1, -2};
+        k->page_size = sizes[pick(r, 9)];
+        int huge = k->page_size == -2 && !skip_class[K_APPEND31]; /* pages of 2^24 .. 2^31-1 keys, caches near 2^31 */
         if (k->page_size < 0) k->page_size = (int)range(r, 1, 300);
+        if (huge) {
+            static const int big[3] = {1 << 24, 1 << 30, INT32_MAX};
+            k->page_size = big[pick(r, 3)];
+            for (int b = 0; b < k->b; b++) pl->used[b] = longest_k = INT32_MAX - range(r, 0, 8);
+        }
         pl->max_pages = (longest_k + k->s_new + k->page_size - 1) / k->page_size + pick(r, 2);
         if ((double)k->b * pl->max_pages > MEM_CAP / 8) return 0;
         int64_t num_pages = assign_pages(k, pl, r, rng);
         a->k = make_tensor(dt, 4, num_pages, k->page_size, k->h_k, k->d, r);
         a->v = make_tensor(dt, 4, num_pages, k->page_size, k->h_k, k->d_v, r);
+        if (huge) { /* every row of a page at one place: the blocks stay small */
+            a->k.stride[0] = k->h_k * (int64_t)k->d, a->k.stride[1] = 0, a->k.stride[2] = k->d, a->k.stride[3] = 1;
+            a->v.stride[0] = k->h_k * (int64_t)k->d_v, a->v.stride[1] = 0, a->v.stride[2] = k->d_v, a->v.stride[3] = 1;
+        }
         a->page_table = make_tensor(FC_INT32, 2, k->b, pl->max_pages, 0, 0, r);
         a->seqused_k = make_tensor(FC_INT32, 1, k->b, 0, 0, 0, r);
         k->paged = 1;
@@ -930,7 +966,7 @@ static void mutate_scalar(fc_attn_args *a, reader *r) {
     case 6: a->rotary_interleaved = hostile_i32(r); break;
     case 7: a->device = (fc_device)hostile_i32(r); break;
     case 8: a->softmax_scale = hostile_float(r); break;
-    default: if (!skip_class[K_SOFTCAP]) a->softcap = hostile_float(r); break;
+    default: a->softcap = hostile_float(r); break;
     }
 }
 
@@ -942,7 +978,12 @@ typedef struct content_edit {
 } content_edit;
 
 static content_edit read_content_edit(reader *r) {
-    content_edit e = {pick(r, 4), 1, range(r, 0, 70), range(r, 0, 300), hostile_i32(r)};
+    content_edit e = {0, 1, 0, 0, 0}; /* the reads one by one: an initializer's order is unspecified */
+    e.tensor = pick(r, 4);
+    int near = pick(r, 4) != 0; /* mostly the first entries: those a small batch reads */
+    e.i = near ? range(r, 0, 8) : range(r, 0, 70);
+    e.j = near ? range(r, 0, 8) : range(r, 0, 300);
+    e.value = hostile_i32(r);
     if (e.tensor <= 1 && skip_class[K_CU_OVERFLOW] && (e.value > (1 << 29) || e.value < -(1 << 29))) e.value %= 1 << 29;
     if (e.tensor == 2 && skip_class[K_APPEND31] && e.value > (1 << 29)) e.value = 1 << 29;
     return e;
@@ -1102,6 +1143,7 @@ static void run_attn(reader *r) {
         else if (what == 1) mutate_scalar(a, r);
         else edits[e] = read_content_edit(r);
     }
+    settle_scores(&k, alibi_mode, sink_mode);
     if (attn_work(a) > WORK_CAP || !alloc_attn(&c, &k, misalign)) goto done;
     write_plan(&c, &k, &pl);
     for (int e = 0; e < 3; e++) apply_content_edit(&c, a, &edits[e]);
@@ -1147,7 +1189,7 @@ done:
 typedef struct mcase {
     fc_merge_args a;
     int64_t n, rows, h, d_v;
-    int lse_mode; /* 0 finite, 1 finite and -inf, 2 all -inf, 3 hostile (inf, NaN, huge) */
+    int lse_mode; /* 0 finite, 1 finite and -inf, 2 all -inf, 3 hostile (inf, NaN, huge), 4 large (1e8 + x) and -inf */
 } mcase;
 
 static fc_tensor *merge_tensor(fc_merge_args *a, int i) {
@@ -1173,6 +1215,7 @@ static float read_lse_value(fcase *c, int mode) {
     double u = tu_uniform(&c->rng);
     if (mode == 2 || (mode == 1 && u < 0.4)) return -INFINITY;
     if (mode == 3 && u < 0.3) return special_floats[tu_rng_next(&c->rng) % (sizeof special_floats / sizeof special_floats[0])];
+    if (mode == 4) return u < 0.3 ? -INFINITY : (float)(1e8 + uniform(c, -30, 30));
     return (float)uniform(c, -30, 30);
 }
 
@@ -1247,7 +1290,7 @@ static void run_merge(reader *r) {
     k.h = 1 + pick(r, 4);
     k.d_v = dvs[pick(r, 8)];
     if (k.d_v < 0) k.d_v = range(r, 0, 600);
-    k.lse_mode = pick(r, 4);
+    k.lse_mode = pick(r, skip_class[K_MERGEPREC] ? 4 : 5);
     fc_dtype op_dt = dts[pick(r, 8)], out_dt = dts[pick(r, 8)];
     a->out_partial = make_tensor(op_dt, 4, k.n, k.rows, k.h, k.d_v, r);
     a->lse_partial = make_tensor(FC_FP32, 3, k.n, k.rows, k.h, 0, r);
@@ -1271,6 +1314,7 @@ static void run_merge(reader *r) {
     }
     m.ok = 1;
     int shapes_ok = merge_shapes_ok(&m, a);
+    if (!shapes_ok) not_ok(&m, "shape rule (%lld%lld)", 0, 0);
     if (shapes_ok) { /* the model's sizes are the tensors' */
         k.n = op->shape[0]; k.rows = op->shape[1]; k.h = op->shape[2]; k.d_v = op->shape[3];
     }
