@@ -22,7 +22,9 @@ static void add_weighted(float *restrict acc, float w, const void *op, fc_dtype 
 }
 
 /* lse = log(sum_s exp(lse_s)), out = sum_s exp(lse_s - lse) out_s; partials with lse_s = -inf are
- * skipped (their out_s is never read); all -inf gives out = 0, lse = -inf; a NaN lse_s gives NaN. */
+ * skipped (their out_s is never read); all -inf gives out = 0, lse = -inf; a NaN lse_s gives NaN. The
+ * weights are exp(lse_s - max) / sum, not exp(lse_s - lse): with |lse_s| large (1e8) lse rounds by more
+ * than log(sum) and weights from it would not add up to 1. */
 void fc_cpu_merge_row(int n, int d_v, const void *op, fc_dtype op_dt, int64_t op_off, int64_t op_sn,
                       const float *lp, int64_t lp_sn, void *out, fc_dtype out_dt, int64_t out_off, float *lse) {
     float lmax = -INFINITY;
@@ -36,7 +38,7 @@ void fc_cpu_merge_row(int n, int d_v, const void *op, fc_dtype op_dt, int64_t op
     float sum = 0.0f;
     for (int s = 0; s < n; s++)
         if (lp[s * lp_sn] != -INFINITY) sum += expf(lp[s * lp_sn] - lmax);
-    float l = lmax + logf(sum);
+    float l = lmax + logf(sum), inv = 1.0f / sum;
 
     for (int64_t c0 = 0; c0 < d_v; c0 += MERGE_CHUNK) { /* out[c0 .. c0+len) */
         int len = d_v - c0 < MERGE_CHUNK ? (int)(d_v - c0) : MERGE_CHUNK;
@@ -44,7 +46,7 @@ void fc_cpu_merge_row(int n, int d_v, const void *op, fc_dtype op_dt, int64_t op
         for (int s = 0; s < n; s++) {
             float ls = lp[s * lp_sn];
             if (ls == -INFINITY) continue;
-            add_weighted(acc, expf(ls - l), op, op_dt, op_off + s * op_sn + c0, len);
+            add_weighted(acc, expf(ls - lmax) * inv, op, op_dt, op_off + s * op_sn + c0, len);
         }
         for (int c = 0; c < len; c++) fc_store(out, out_dt, out_off + c0 + c, acc[c]);
     }

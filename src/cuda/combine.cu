@@ -144,6 +144,7 @@ __global__ void __launch_bounds__(MERGE_THREADS) merge_kernel(merge_desc m) {
     }
     sum = across_groups<SG, false>(group_sum(sum, m.lanes), lse_slots, sg, lane);
     float l = lmax == -INFINITY ? -INFINITY : lmax + logf(sum);
+    float inv = 1.0f / sum; // weights exp(ls - lmax) / sum: they add up to 1 even where lse rounds (|lse| ~ 1e8)
 
     int64_t b = g / m.rows_per_seq, r = g % m.rows_per_seq;
     int64_t out_off = b * m.o_sb + r * m.o_sr + hh * m.o_sh;
@@ -157,7 +158,7 @@ __global__ void __launch_bounds__(MERGE_THREADS) merge_kernel(merge_desc m) {
             if (base == 0) // the preloaded partials
 #pragma unroll
                 for (int k = 0; k < PRE && s < m.n; k++, s += SG) {
-                    float ls = lp[s * m.lp_sn], w = expf(ls - l);
+                    float ls = lp[s * m.lp_sn], w = expf(ls - lmax) * inv;
                     for (int i = 0; i < VEC; i++) acc[i] = ls != -INFINITY ? fmaf(w, pre[k][i], acc[i]) : acc[i];
                 }
 #pragma unroll 4
@@ -165,7 +166,7 @@ __global__ void __launch_bounds__(MERGE_THREADS) merge_kernel(merge_desc m) {
                 float ls = lp[s * m.lp_sn], x[VEC];
                 bool live = ls != -INFINITY;
                 if (live) load_vec<PD, VEC>(m.op, op_off + s * m.op_sn + c0, x);
-                float w = live ? expf(ls - l) : 0.0f;
+                float w = live ? expf(ls - lmax) * inv : 0.0f;
                 for (int i = 0; i < VEC; i++) acc[i] = live ? fmaf(w, x[i], acc[i]) : acc[i];
             }
         }
