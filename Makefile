@@ -1,7 +1,7 @@
 # Makefile — builds libflashc (.so/.a), flashc-bench and the tests; CUDA parts when nvcc is found.
 #   make            library + CLI          make test      CPU test suite (no GPU needed)
 #   make run        build, then a demo     make test-gpu  GPU suite (needs a GPU)
-#   make sanitize-gpu  compute-sanitizer memcheck + racecheck on a reduced GPU sweep
+#   make sanitize-gpu  compute-sanitizer memcheck, racecheck, synccheck, initcheck on reduced GPU sweeps
 #   make test-asan  make test's C programs under ASan + UBSan (CPU only, in build-asan/)
 #   make test-tsan  the same under TSan with 4 worker threads (CPU only, in build-tsan/)
 #   make fuzz       the libFuzzer target over the API (clang, in build-fuzz/); make fuzz-run runs it
