@@ -481,7 +481,8 @@ static byte_view bytes_of(const fc_tensor *t) {
     byte_view v = {0};
     int64_t es = (int64_t)fc_dtype_size(t->dtype);
     add_dim(&v, es, 1);
-    for (int i = 0; i < t->ndim; i++) add_dim(&v, t->shape[i], t->stride[i] * es);
+    for (int i = 0; i < t->ndim; i++) /* a dim of extent 1 may have any stride: not multiplied (overflow) */
+        if (t->shape[i] > 1) add_dim(&v, t->shape[i], t->stride[i] * es);
     return v;
 }
 
