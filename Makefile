@@ -126,7 +126,8 @@ sanitize-gpu: all $(GPUTEST_BIN)
 # Sanitizers. Each runs make test's C programs (and the quickstart) in a CPU-only build of its own
 # directory, so build/ is left alone; any report fails the run. The Python tests are left out: the
 # interpreter would have to load the sanitizer runtime first (LD_PRELOAD), which they do not need.
-SAN_OPT        ?= -O1 -g -march=native
+SAN_OPT_asan   ?= -O1 -g -march=native
+SAN_OPT_tsan   ?= -O2 -g -march=native
 SAN_FLAGS_asan := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 SAN_FLAGS_tsan := -fsanitize=thread
 SAN_ENV_asan   := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -138,7 +139,7 @@ SAN_ENV_tsan   := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 FLASHC_NU
 test-asan: SAN := asan
 test-tsan: SAN := tsan
 test-asan test-tsan:
-	$(MAKE) --no-print-directory B=build-$(SAN) FLASHC_CUDA=0 CFLAGS="$(SAN_OPT) $(SAN_FLAGS_$(SAN))" \
+	$(MAKE) --no-print-directory B=build-$(SAN) FLASHC_CUDA=0 CFLAGS="$(SAN_OPT_$(SAN)) $(SAN_FLAGS_$(SAN))" \
 	    LDFLAGS="$(LDFLAGS) $(SAN_FLAGS_$(SAN))" SAN_ENV="$(SAN_ENV_$(SAN))" test-san
 
 # The body of test-asan/test-tsan (run by them with B, CFLAGS, LDFLAGS and SAN_ENV set).

@@ -13,8 +13,10 @@
  *     a row that sees a key (or a sink) has a finite lse and a finite out bounded by |v|, a row that
  *     sees none has out = 0 and lse = -inf. Keys no row can see hold NaN (poison).
  * Environment: FLASHC_FUZZ_SKIP=class,... stops generating (or checking) a known defect class so the
- * fuzzer digs past it (classes: see known_classes); FLASHC_FUZZ_VERBOSE=1 prints each case. */
+ * fuzzer digs past it (classes: see known_classes; "all" skips every one); FLASHC_FUZZ_VERBOSE=1 prints
+ * each case; FLASHC_FUZZ_STRICT=1 also aborts when valid arguments (by the harness's reading) are rejected. */
 #include <float.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -427,8 +429,14 @@ typedef struct model {
     seqinfo *seq;
 } model;
 
-static int not_ok(model *m, const char *fmt, long long x, long long y) {
-    if (m->ok) snprintf(m->why, sizeof m->why, fmt, x, y);
+/* Marks the model invalid with the first reason given (printf-style, long long arguments). */
+__attribute__((format(printf, 2, 3))) static int not_ok(model *m, const char *fmt, ...) {
+    if (m->ok) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(m->why, sizeof m->why, fmt, ap);
+        va_end(ap);
+    }
     m->ok = 0;
     return 0;
 }
@@ -437,28 +445,28 @@ static int head_dim_ok(int64_t d) { return d == 64 || d == 96 || d == 128 || d =
 
 /* Rules every tensor follows: present, dtype, ndim, shapes in [0, 2^31), strides >= 0, aligned. */
 static int data_ok(model *m, const fc_tensor *t, fc_dtype dt, int nd, size_t align) {
-    if (!t->data) return not_ok(m, "required tensor absent (%lld%lld)", 0, 0);
-    if (t->ndim != nd || t->dtype != dt) return not_ok(m, "ndim %lld or dtype %lld", t->ndim, t->dtype);
+    if (!t->data) return not_ok(m, "required tensor absent");
+    if (t->ndim != nd || t->dtype != dt) return not_ok(m, "ndim %lld or dtype %lld", (long long)(t->ndim), (long long)(t->dtype));
     for (int i = 0; i < nd; i++)
         if (t->shape[i] < 0 || t->shape[i] > INT32_MAX || t->stride[i] < 0)
-            return not_ok(m, "shape or stride out of range in dim %lld (%lld)", i, t->shape[i]);
-    if ((uintptr_t)t->data % align) return not_ok(m, "misaligned data (%lld, %lld)", (long long)align, 0);
+            return not_ok(m, "shape or stride out of range in dim %lld (%lld)", (long long)i, (long long)(t->shape[i]));
+    if ((uintptr_t)t->data % align) return not_ok(m, "misaligned data (alignment %lld)", (long long)align);
     int64_t off = 0, term; /* the offsets, up to the first empty dim, fit in int64 (api.c checks so) */
     for (int i = 0; i < nd && t->shape[i] > 0; i++)
         if (__builtin_mul_overflow(t->shape[i] - 1, t->stride[i], &term) || __builtin_add_overflow(off, term, &off))
-            return not_ok(m, "offsets overflow int64 in dim %lld (stride %lld)", i, t->stride[i]);
+            return not_ok(m, "offsets overflow int64 in dim %lld (stride %lld)", (long long)i, (long long)(t->stride[i]));
     return 1;
 }
 
 static int contiguous_ok(model *m, const fc_tensor *t) {
     int nd = t->ndim;
-    if (t->stride[nd - 1] != 1 && t->shape[nd - 1] > 1) return not_ok(m, "last dim stride %lld (shape %lld)", t->stride[nd - 1], t->shape[nd - 1]);
+    if (t->stride[nd - 1] != 1 && t->shape[nd - 1] > 1) return not_ok(m, "last dim stride %lld (shape %lld)", (long long)(t->stride[nd - 1]), (long long)(t->shape[nd - 1]));
     return 1;
 }
 
 static int dims_ok(model *m, const fc_tensor *t, int nd, const int64_t *want) {
     for (int i = 0; i < nd; i++)
-        if (want[i] >= 0 && t->shape[i] != want[i]) return not_ok(m, "shape[%lld] != %lld", i, want[i]);
+        if (want[i] >= 0 && t->shape[i] != want[i]) return not_ok(m, "shape[%lld] != %lld", (long long)i, (long long)(want[i]));
     return 1;
 }
 
@@ -466,25 +474,25 @@ static int dims_ok(model *m, const fc_tensor *t, int nd, const int64_t *want) {
 static int cu_ok(model *m, fcase *c, const fc_tensor *cu, int b, int64_t rows, int max_len, int64_t *row0,
                  int64_t *len) {
     int32_t prev = 0, x;
-    if (!get_i32(c, cu, 0, -1, &prev) || prev != 0) return not_ok(m, "cu_seqlens[0] = %lld%lld", prev, 0);
+    if (!get_i32(c, cu, 0, -1, &prev) || prev != 0) return not_ok(m, "cu_seqlens[0] = %lld", (long long)prev);
     for (int i = 0; i < b; i++) {
-        if (!get_i32(c, cu, i + 1, -1, &x)) return not_ok(m, "cu_seqlens short (%lld, %lld)", i, 0);
-        if (x < prev) return not_ok(m, "cu_seqlens decreases at %lld (%lld)", i + 1, x);
+        if (!get_i32(c, cu, i + 1, -1, &x)) return not_ok(m, "cu_seqlens unreadable at %lld", (long long)(i + 1));
+        if (x < prev) return not_ok(m, "cu_seqlens decreases at %lld (%lld)", (long long)(i + 1), (long long)x);
         row0[i] = prev;
         len[i] = (int64_t)x - prev;
-        if (max_len > 0 && len[i] > max_len) return not_ok(m, "length %lld > max_seqlen %lld", len[i], max_len);
+        if (max_len > 0 && len[i] > max_len) return not_ok(m, "length %lld > max_seqlen %lld", (long long)(len[i]), (long long)max_len);
         prev = x;
     }
-    if (prev > rows) return not_ok(m, "cu_seqlens[b] = %lld > rows %lld", prev, rows);
+    if (prev > rows) return not_ok(m, "cu_seqlens[b] = %lld > rows %lld", (long long)prev, (long long)rows);
     return 1;
 }
 
 /* Shapes as the header states them (the library validated them when it says FC_OK). */
 static int attn_shapes_ok(model *m, const acase *k) {
     const fc_attn_args *a = &k->a;
-    if (a->device != FC_DEVICE_CPU) return not_ok(m, "device %lld%lld", a->device, 0);
+    if (a->device != FC_DEVICE_CPU) return not_ok(m, "device %lld", (long long)(a->device));
     fc_dtype dt = a->q.dtype;
-    if (!is_float_dtype(dt)) return not_ok(m, "q dtype %lld%lld", dt, 0);
+    if (!is_float_dtype(dt)) return not_ok(m, "q dtype %lld", (long long)dt);
     int qv = a->cu_seqlens_q.data != NULL, kvv = a->cu_seqlens_k.data != NULL, pg = a->page_table.data != NULL;
     int qn = qv ? 3 : 4, kn = kvv ? 3 : 4;
     size_t al = esize(dt);
@@ -493,18 +501,18 @@ static int attn_shapes_ok(model *m, const acase *k) {
     if (!data_ok(m, &a->k, dt, kn, al) || !contiguous_ok(m, &a->k)) return 0;
     if (!data_ok(m, &a->v, dt, kn, al) || !contiguous_ok(m, &a->v)) return 0;
     int64_t h_q = a->q.shape[qn - 2], d = a->q.shape[qn - 1], d_v = a->out.shape[qn - 1], h_k = a->k.shape[kn - 2];
-    if (h_q < 1 || !head_dim_ok(d) || !head_dim_ok(d_v)) return not_ok(m, "h_q %lld or head dim %lld", h_q, d);
-    if (h_k < 1 || h_q % h_k) return not_ok(m, "h_k %lld does not divide h_q %lld", h_k, h_q);
+    if (h_q < 1 || !head_dim_ok(d) || !head_dim_ok(d_v)) return not_ok(m, "h_q %lld or head dim %lld", (long long)h_q, (long long)d);
+    if (h_k < 1 || h_q % h_k) return not_ok(m, "h_k %lld does not divide h_q %lld", (long long)h_k, (long long)h_q);
     for (int i = 0; i < qn - 1; i++)
-        if (a->out.shape[i] != a->q.shape[i]) return not_ok(m, "out shape[%lld] %lld", i, a->out.shape[i]);
+        if (a->out.shape[i] != a->q.shape[i]) return not_ok(m, "out shape[%lld] %lld", (long long)i, (long long)(a->out.shape[i]));
     for (int i = 0; i < kn - 1; i++)
-        if (a->v.shape[i] != a->k.shape[i]) return not_ok(m, "v shape[%lld] %lld", i, a->v.shape[i]);
-    if (a->k.shape[kn - 1] != d || a->v.shape[kn - 1] != d_v) return not_ok(m, "k/v head dims %lld %lld", a->k.shape[kn - 1], a->v.shape[kn - 1]);
-    if (qv && (a->cu_seqlens_q.shape[0] < 1 || a->max_seqlen_q < 0)) return not_ok(m, "cu_seqlens_q %lld%lld", 0, 0);
+        if (a->v.shape[i] != a->k.shape[i]) return not_ok(m, "v shape[%lld] %lld", (long long)i, (long long)(a->v.shape[i]));
+    if (a->k.shape[kn - 1] != d || a->v.shape[kn - 1] != d_v) return not_ok(m, "k/v head dims %lld %lld", (long long)(a->k.shape[kn - 1]), (long long)(a->v.shape[kn - 1]));
+    if (qv && (a->cu_seqlens_q.shape[0] < 1 || a->max_seqlen_q < 0)) return not_ok(m, "cu_seqlens_q empty or max_seqlen_q negative");
     int64_t b = qv ? a->cu_seqlens_q.shape[0] - 1 : a->q.shape[0];
     if (qv && !data_ok(m, &a->cu_seqlens_q, FC_INT32, 1, 4)) return 0;
     if (qv && !contiguous_ok(m, &a->cu_seqlens_q)) return 0;
-    if (pg && kvv) return not_ok(m, "paged and varlen k %lld%lld", 0, 0);
+    if (pg && kvv) return not_ok(m, "paged and varlen k");
     if (kvv) {
         int64_t w[1] = {b + 1};
         if (!data_ok(m, &a->cu_seqlens_k, FC_INT32, 1, 4) || !contiguous_ok(m, &a->cu_seqlens_k) ||
@@ -515,9 +523,9 @@ static int attn_shapes_ok(model *m, const acase *k) {
         if (!data_ok(m, &a->page_table, FC_INT32, 2, 4) || !contiguous_ok(m, &a->page_table) ||
             !dims_ok(m, &a->page_table, 2, w))
             return 0;
-        if (a->k.shape[1] < 1 || !a->seqused_k.data) return not_ok(m, "page_size %lld or seqused_k %lld", a->k.shape[1], 0);
+        if (a->k.shape[1] < 1 || !a->seqused_k.data) return not_ok(m, "page_size %lld, or no seqused_k", (long long)(a->k.shape[1]));
     } else if (a->k.shape[0] != b) {
-        return not_ok(m, "k batch %lld != %lld", a->k.shape[0], b);
+        return not_ok(m, "k batch %lld != %lld", (long long)(a->k.shape[0]), (long long)b);
     }
     if (a->seqused_k.data) {
         int64_t w[1] = {b};
@@ -528,9 +536,9 @@ static int attn_shapes_ok(model *m, const acase *k) {
         if (!data_ok(m, &a->lse, FC_FP32, qv ? 2 : 3, 4) || !dims_ok(m, &a->lse, qv ? 2 : 3, qv ? wq : wd)) return 0;
     }
     int kn_ = a->k_new.data != NULL, vn_ = a->v_new.data != NULL, rc = a->rotary_cos.data != NULL, rs = a->rotary_sin.data != NULL;
-    if (kn_ != vn_ || rc != rs || (rc && !kn_)) return not_ok(m, "k_new/v_new/rotary presence %lld %lld", kn_ * 2 + vn_, rc * 2 + rs);
+    if (kn_ != vn_ || rc != rs || (rc && !kn_)) return not_ok(m, "k_new/v_new/rotary presence %lld %lld", (long long)(kn_ * 2 + vn_), (long long)(rc * 2 + rs));
     if (kn_) {
-        if (kvv || !a->seqused_k.data) return not_ok(m, "append needs dense/paged and seqused_k (%lld %lld)", kvv, 0);
+        if (kvv || !a->seqused_k.data) return not_ok(m, "append needs a dense or paged cache and seqused_k");
         if (!data_ok(m, &a->k_new, dt, 4, al) || !contiguous_ok(m, &a->k_new)) return 0;
         if (!data_ok(m, &a->v_new, dt, 4, al) || !contiguous_ok(m, &a->v_new)) return 0;
         int64_t wk[4] = {b, -1, h_k, d}, wv[4] = {b, a->k_new.shape[1], h_k, d_v};
@@ -542,11 +550,11 @@ static int attn_shapes_ok(model *m, const acase *k) {
         if (!data_ok(m, &a->rotary_sin, rdt, 2, esize(rdt)) || !contiguous_ok(m, &a->rotary_sin)) return 0;
         int64_t w[2] = {a->rotary_cos.shape[0], a->rotary_cos.shape[1]};
         if (!dims_ok(m, &a->rotary_sin, 2, w) || a->rotary_sin.stride[0] != a->rotary_cos.stride[0]) return 0;
-        if (w[1] < 1 || 2 * w[1] > d) return not_ok(m, "rotary_dim/2 = %lld, d = %lld", w[1], d);
+        if (w[1] < 1 || 2 * w[1] > d) return not_ok(m, "rotary_dim/2 = %lld, d = %lld", (long long)(w[1]), (long long)d);
     }
     float sc = a->softmax_scale, cap = a->softcap;
-    if (!isfinite(sc) || !isfinite(cap) || cap < 0) return not_ok(m, "scale or softcap not finite (%lld%lld)", 0, 0);
-    if (a->window_left < -1 || a->window_right < -1) return not_ok(m, "window %lld %lld", a->window_left, a->window_right);
+    if (!isfinite(sc) || !isfinite(cap) || cap < 0) return not_ok(m, "scale or softcap not finite");
+    if (a->window_left < -1 || a->window_right < -1) return not_ok(m, "window %lld %lld", (long long)(a->window_left), (long long)(a->window_right));
     if (a->alibi_slopes.data) {
         int nd = a->alibi_slopes.ndim == 1 ? 1 : 2;
         int64_t w1[1] = {h_q}, w2[2] = {b, h_q};
@@ -556,7 +564,7 @@ static int attn_shapes_ok(model *m, const acase *k) {
         int64_t w[1] = {h_q};
         if (!data_ok(m, &a->sinks, FC_FP32, 1, 4) || !dims_ok(m, &a->sinks, 1, w)) return 0;
     }
-    if (a->num_splits < 0 || a->num_splits > 128) return not_ok(m, "num_splits %lld%lld", a->num_splits, 0);
+    if (a->num_splits < 0 || a->num_splits > 128) return not_ok(m, "num_splits %lld", (long long)(a->num_splits));
     m->b = (int)b;
     return 1;
 }
@@ -582,18 +590,18 @@ static int attn_contents_ok(model *m, fcase *c, const acase *k) {
         s->s_cache = cap;
         if (a->seqused_k.data) {
             int32_t u;
-            if (!get_i32(c, &a->seqused_k, i, -1, &u)) ok = not_ok(m, "seqused_k unreadable at %lld%lld", i, 0);
-            else if (u < 0 || u + s_new > cap) ok = not_ok(m, "seqused_k + s_new = %lld > capacity %lld", (long long)u + s_new, cap);
+            if (!get_i32(c, &a->seqused_k, i, -1, &u)) ok = not_ok(m, "seqused_k unreadable at %lld", (long long)i);
+            else if (u < 0 || u + s_new > cap) ok = not_ok(m, "seqused_k + s_new = %lld > capacity %lld", (long long)(u + s_new), (long long)cap);
             s->s_cache = u;
         }
         s->s_k = s->s_cache + s_new;
         for (int64_t p = 0; ok && a->page_table.data && p < (s->s_k + a->k.shape[1] - 1) / a->k.shape[1]; p++) {
             int32_t pg;
             if (!get_i32(c, &a->page_table, i, p, &pg) || pg < 0 || pg >= a->k.shape[0])
-                ok = not_ok(m, "page_table entry %lld is %lld", p, pg);
+                ok = not_ok(m, "page_table entry %lld is %lld", (long long)p, (long long)pg);
         }
         if (ok && a->rotary_cos.data && (s->s_k > a->rotary_cos.shape[0] || s->s_q > s->s_k))
-            ok = not_ok(m, "rotary table %lld positions, sequence needs %lld (or s_q > s_k)", a->rotary_cos.shape[0], s->s_k);
+            ok = not_ok(m, "rotary table %lld positions, sequence needs %lld (or s_q > s_k)", (long long)(a->rotary_cos.shape[0]), (long long)(s->s_k));
     }
     free(row0);
     free(len);
@@ -604,7 +612,7 @@ static void build_model(model *m, fcase *c, const acase *k) {
     memset(m, 0, sizeof *m);
     m->ok = 1;
     if (!attn_shapes_ok(m, k) || !attn_contents_ok(m, c, k)) {
-        not_ok(m, "shape rule (%lld%lld)", 0, 0); /* keeps the first reason when one was given */
+        not_ok(m, "shape rule"); /* keeps the first reason when one was given */
         return;
     }
     m->wl = k->a.window_left;
@@ -1199,13 +1207,13 @@ static fc_tensor *merge_tensor(fc_merge_args *a, int i) {
 
 /* The header's rules for fc_merge_states (the library validated them when it says FC_OK). */
 static int merge_shapes_ok(model *m, const fc_merge_args *a) {
-    if (a->device != FC_DEVICE_CPU) return not_ok(m, "device %lld%lld", a->device, 0);
+    if (a->device != FC_DEVICE_CPU) return not_ok(m, "device %lld", (long long)(a->device));
     const fc_tensor *op = &a->out_partial;
-    if (!is_float_dtype(op->dtype) || !is_float_dtype(a->out.dtype)) return not_ok(m, "dtypes %lld %lld", op->dtype, a->out.dtype);
+    if (!is_float_dtype(op->dtype) || !is_float_dtype(a->out.dtype)) return not_ok(m, "dtypes %lld %lld", (long long)(op->dtype), (long long)(a->out.dtype));
     if (!data_ok(m, op, op->dtype, 4, esize(op->dtype)) || !contiguous_ok(m, op)) return 0;
     if (!data_ok(m, &a->lse_partial, FC_FP32, 3, 4)) return 0;
     if (!data_ok(m, &a->out, a->out.dtype, 3, esize(a->out.dtype)) || !contiguous_ok(m, &a->out)) return 0;
-    if (op->shape[0] < 1) return not_ok(m, "n = %lld%lld", op->shape[0], 0);
+    if (op->shape[0] < 1) return not_ok(m, "n = %lld", (long long)(op->shape[0]));
     if (!dims_ok(m, &a->lse_partial, 3, op->shape) || !dims_ok(m, &a->out, 3, op->shape + 1)) return 0;
     if (a->lse.data && (!data_ok(m, &a->lse, FC_FP32, 2, 4) || !dims_ok(m, &a->lse, 2, op->shape + 1))) return 0;
     return 1;
@@ -1314,7 +1322,7 @@ static void run_merge(reader *r) {
     }
     m.ok = 1;
     int shapes_ok = merge_shapes_ok(&m, a);
-    if (!shapes_ok) not_ok(&m, "shape rule (%lld%lld)", 0, 0);
+    if (!shapes_ok) not_ok(&m, "shape rule");
     if (shapes_ok) { /* the model's sizes are the tensors' */
         k.n = op->shape[0]; k.rows = op->shape[1]; k.h = op->shape[2]; k.d_v = op->shape[3];
     }
