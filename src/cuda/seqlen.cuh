@@ -4,8 +4,9 @@
 // The host never reads cu_seqlens_q/k, seqused_k or page_table on CUDA, so whatever they hold, a kernel
 // must stay inside its tensors: query rows [q_row0, q_row0 + s_q) inside q/out, a sequence's keys inside
 // what its layout holds (minus the s_new rows an append adds), page indices inside [0, num_pages). A
-// value outside is cut (or, for a page, replaced by page 0) and recorded; the computation goes on, so a
-// graph replay never faults, and fc_check_errors reports the first error on the host.
+// value outside is cut (or, for a page, replaced by page 0) and flagged where it is read; the computation
+// goes on, so a graph replay never faults; at its end the kernel records the sequence's first error
+// (report_sequence, cold), and fc_check_errors reports the device's first on the host.
 #pragma once
 #include "cuda.cuh"
 
@@ -30,7 +31,7 @@ struct fc_dev_err {
 };
 
 static __device__ __noinline__ void fc_record_error(const fc_problem &p, int code, int b, int i, long long value,
-                                             long long limit, long long extra = 0) {
+                                                    long long limit, long long extra = 0) {
     fc_dev_err *e = (fc_dev_err *)p.dev_err;
     if (!e || atomicCAS(&e->code, FC_DERR_NONE, -1) != FC_DERR_NONE) return;
     e->b = b, e->i = i, e->layout = p.kv_layout;
