@@ -223,6 +223,25 @@ def check_layout():
     return not bad, "%d sizes/offsets compared%s" % (len(want), (", differ: %s" % bad) if bad else "")
 
 
+@check("flashc-bench: malformed numbers exit 2 naming the option; rows carry a pass/fail check")
+def check_bench_cli():
+    bench = os.path.join(ROOT, "build", "flashc-bench")
+    if not os.access(bench, os.X_OK):
+        return None, "build/flashc-bench not built"
+    bad = [["--b", "x"], ["--sq", "12abc"], ["--iters", "0"], ["--window", "3,4x"], ["--softcap", "nan"],
+           ["--b", "99999999999"]]
+    wrong = []
+    for args in bad:
+        r = subprocess.run([bench] + args, capture_output=True, text=True)
+        if r.returncode != 2 or args[0] not in r.stderr:
+            wrong.append("%s -> exit %d %r" % (" ".join(args), r.returncode, r.stderr.strip()))
+    r = subprocess.run([bench, "--b", "1", "--sq", "16", "--sk", "64", "--hq", "2", "--hk", "1", "--d", "64",
+                        "--iters", "1", "--warmup", "0"], capture_output=True, text=True)
+    rows = [l.split() for l in r.stdout.splitlines() if l.startswith("custom")]
+    ok = not wrong and r.returncode == 0 and len(rows) == 1 and rows[0][-1] == "pass"
+    return ok, "malformed: %s; row check column %r" % (wrong or "all rejected", rows[0][-1] if rows else None)
+
+
 @check("version, cuda_available, threads")
 def check_misc():
     v = flashc.version()

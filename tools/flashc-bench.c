@@ -1,4 +1,6 @@
 /* flashc-bench.c — run attention shapes, time them, count TFLOP/s and GB/s, check against the float64 oracle. */
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -555,8 +557,8 @@ static const char *dtype_str(fc_dtype dt) { return dt == FC_BF16 ? "bf16" : dt =
 
 static void print_header(const bench_opts *o) {
     if (o->json) return;
-    printf("%-24s %-4s %4s %6s %6s %4s %4s %4s %4s %6s %9s %9s %8s %10s %8s\n", "case", "dev", "b", "s_q", "s_k", "h_q",
-           "h_k", "d", "page", "causal", "ms", "TFLOP/s", "GB/s", "max_err", "ratio");
+    printf("%-24s %-4s %4s %6s %6s %4s %4s %4s %4s %6s %9s %9s %8s %10s %8s %5s\n", "case", "dev", "b", "s_q", "s_k", "h_q",
+           "h_k", "d", "page", "causal", "ms", "TFLOP/s", "GB/s", "max_err", "ratio", "check");
 }
 
 /* x in fmt, or null when it is not finite (JSON has no NaN). */
@@ -564,6 +566,12 @@ static const char *json_num(char *buf, const char *fmt, double x) {
     if (isfinite(x)) snprintf(buf, 32, fmt, x);
     else snprintf(buf, 32, "null");
     return buf;
+}
+
+/* The check of a run against the float64 oracle: "pass" (ratio <= 1), "FAIL", or "-" (--no-check). */
+static const char *check_word(const bench_opts *o, const bench_result *r) {
+    if (!o->check) return "-";
+    return r->err_ratio <= 1.0 ? "pass" : "FAIL";
 }
 
 static void print_result(const bench_case *c, const bench_opts *o, const bench_result *r) {
@@ -580,15 +588,16 @@ static void print_result(const bench_case *c, const bench_opts *o, const bench_r
         char err[32], ratio[32], naive[32];
         printf("{\"case\":\"%s\",\"device\":\"%s\",\"dtype\":\"%s\",\"b\":%d,\"s_q\":%d,\"s_k\":%d,\"h_q\":%d,\"h_k\":%d,"
                "\"d\":%d,\"d_v\":%d,\"page_size\":%d,\"causal\":%d,\"ms\":%.4f,\"tflops\":%.6f,\"gbps\":%.3f,"
-               "\"max_err\":%s,\"err_ratio\":%s,\"naive_ms\":%s,\"sets\":%d,\"nonfinite\":%lld}\n",
+               "\"max_err\":%s,\"err_ratio\":%s,\"check\":\"%s\",\"naive_ms\":%s,\"sets\":%d,\"nonfinite\":%lld}\n",
                c->name, dev, dtype_str(c->dtype), c->b, c->s_q, c->s_k, c->h_q, c->h_k, c->d, c->d_v, c->page_size,
                c->causal, r->ms, r->tflops, r->gbps, json_num(err, "%.3e", r->max_err),
-               json_num(ratio, "%.4f", r->err_ratio), json_num(naive, "%.2f", r->naive_ms), r->sets,
+               json_num(ratio, "%.4f", r->err_ratio), check_word(o, r), json_num(naive, "%.2f", r->naive_ms), r->sets,
                (long long)r->nonfinite);
         return;
     }
-    printf("%-24s %-4s %4d %6d %6d %4d %4d %4d %4d %6d %9.4f %9.4f %8.2f %10.2e %8.3f\n", c->name, dev, c->b, c->s_q,
-           c->s_k, c->h_q, c->h_k, c->d, c->page_size, c->causal, r->ms, r->tflops, r->gbps, r->max_err, r->err_ratio);
+    printf("%-24s %-4s %4d %6d %6d %4d %4d %4d %4d %6d %9.4f %9.4f %8.2f %10.2e %8.3f %5s\n", c->name, dev, c->b, c->s_q,
+           c->s_k, c->h_q, c->h_k, c->d, c->page_size, c->causal, r->ms, r->tflops, r->gbps, r->max_err, r->err_ratio,
+           check_word(o, r));
     if (r->nonfinite)
         printf("%-20s %lld output elements not finite (left unwritten, or NaN)\n", "", (long long)r->nonfinite);
     if (o->naive && !isnan(r->naive_ms))
@@ -633,7 +642,32 @@ static const char *need_value(int argc, char **argv, int i) {
     return argv[i + 1];
 }
 
+/* The value of option `opt` as an int in [lo, hi]: the whole text a decimal number, else exit 2. */
+static int parse_int(const char *opt, const char *text, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long x = strtol(text, &end, 10);
+    if (end == text || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "flashc-bench: %s: \"%s\" is not an integer in [%ld, %ld]\n", opt, text, lo, hi);
+        exit(2);
+    }
+    return (int)x;
+}
+
+/* The value of option `opt` as a finite float: the whole text a number, else exit 2. */
+static float parse_float(const char *opt, const char *text) {
+    char *end;
+    errno = 0;
+    double x = strtod(text, &end);
+    if (end == text || *end || errno || !isfinite(x) || fabs(x) > 3.4e38) {
+        fprintf(stderr, "flashc-bench: %s: \"%s\" is not a finite number\n", opt, text);
+        exit(2);
+    }
+    return (float)x;
+}
+
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a row at a time, also into a pipe (a long run shows as it goes) */
     bench_opts o = {FC_DEVICE_CPU, 5, 1, 1, 0, 0, 0};
     int warmup_set = 0;
     bench_case custom = case_default();
@@ -659,38 +693,39 @@ int main(int argc, char **argv) {
             if (!c) { fprintf(stderr, "flashc-bench: unknown shape %s (see --list)\n", name); return 2; }
             if (n < 64) list[n++] = c;
         }
-        else if (!strcmp(arg, "--b")) { custom.b = atoi(VAL); custom_set = 1; }
-        else if (!strcmp(arg, "--sq")) { custom.s_q = atoi(VAL); custom_set = 1; }
-        else if (!strcmp(arg, "--sk")) { custom.s_k = atoi(VAL); custom_set = 1; }
-        else if (!strcmp(arg, "--hq")) { custom.h_q = atoi(VAL); custom_set = 1; }
-        else if (!strcmp(arg, "--hk")) { custom.h_k = atoi(VAL); custom_set = 1; }
-        else if (!strcmp(arg, "--d")) { custom.d = custom.d_v = atoi(VAL); custom_set = 1; }
-        else if (!strcmp(arg, "--dv")) { custom.d_v = atoi(VAL); custom_set = 1; }
+        else if (!strcmp(arg, "--b")) { custom.b = parse_int(arg, VAL, 1, INT_MAX); custom_set = 1; }
+        else if (!strcmp(arg, "--sq")) { custom.s_q = parse_int(arg, VAL, 0, INT_MAX); custom_set = 1; }
+        else if (!strcmp(arg, "--sk")) { custom.s_k = parse_int(arg, VAL, 0, INT_MAX); custom_set = 1; }
+        else if (!strcmp(arg, "--hq")) { custom.h_q = parse_int(arg, VAL, 1, INT_MAX); custom_set = 1; }
+        else if (!strcmp(arg, "--hk")) { custom.h_k = parse_int(arg, VAL, 1, INT_MAX); custom_set = 1; }
+        else if (!strcmp(arg, "--d")) { custom.d = custom.d_v = parse_int(arg, VAL, 1, INT_MAX); custom_set = 1; }
+        else if (!strcmp(arg, "--dv")) { custom.d_v = parse_int(arg, VAL, 1, INT_MAX); custom_set = 1; }
         else if (!strcmp(arg, "--dtype")) { custom.dtype = parse_dtype(VAL); custom_set = 1; }
         else if (!strcmp(arg, "--causal")) { custom.causal = 1; custom_set = 1; }
         else if (!strcmp(arg, "--window")) {
-            if (sscanf(VAL, "%d,%d", &custom.window_left, &custom.window_right) != 2) {
-                fprintf(stderr, "flashc-bench: --window takes L,R\n"); return 2;
+            char extra;
+            if (sscanf(VAL, "%d,%d%c", &custom.window_left, &custom.window_right, &extra) != 2) {
+                fprintf(stderr, "flashc-bench: --window takes L,R (two integers)\n"); return 2;
             }
             custom_set = 1;
         }
-        else if (!strcmp(arg, "--softcap")) { custom.softcap = (float)atof(VAL); custom_set = 1; }
+        else if (!strcmp(arg, "--softcap")) { custom.softcap = parse_float(arg, VAL); custom_set = 1; }
         else if (!strcmp(arg, "--alibi")) { custom.alibi = 1; custom_set = 1; }
         else if (!strcmp(arg, "--sinks")) { custom.sinks = 1; custom_set = 1; }
-        else if (!strcmp(arg, "--page-size")) { custom.page_size = atoi(VAL); custom_set = 1; }
-        else if (!strcmp(arg, "--splits")) { custom.splits = atoi(VAL); custom_set = 1; }
+        else if (!strcmp(arg, "--page-size")) { custom.page_size = parse_int(arg, VAL, 0, INT_MAX); custom_set = 1; }
+        else if (!strcmp(arg, "--splits")) { custom.splits = parse_int(arg, VAL, 0, INT_MAX); custom_set = 1; }
         else if (!strcmp(arg, "--device")) {
             const char *d = VAL;
             if (!strcmp(d, "cuda")) o.device = FC_DEVICE_CUDA;
             else if (strcmp(d, "cpu")) { fprintf(stderr, "flashc-bench: unknown device %s\n", d); return 2; }
         }
-        else if (!strcmp(arg, "--iters")) { o.iters = atoi(VAL); o.iters_set = 1; }
-        else if (!strcmp(arg, "--warmup")) { o.warmup = atoi(VAL); warmup_set = 1; }
+        else if (!strcmp(arg, "--iters")) { o.iters = parse_int(arg, VAL, 1, INT_MAX); o.iters_set = 1; }
+        else if (!strcmp(arg, "--warmup")) { o.warmup = parse_int(arg, VAL, 0, INT_MAX); warmup_set = 1; }
         else if (!strcmp(arg, "--no-check")) o.check = 0;
         else if (!strcmp(arg, "--naive")) o.naive = 1;
         else if (!strcmp(arg, "--json")) o.json = 1;
         else if (!strcmp(arg, "--threads")) {
-            if (fc_set_num_threads(atoi(VAL)) != FC_OK) { fprintf(stderr, "flashc-bench: %s\n", fc_last_error()); return 2; }
+            if (fc_set_num_threads(parse_int(arg, VAL, 0, INT_MAX)) != FC_OK) { fprintf(stderr, "flashc-bench: %s\n", fc_last_error()); return 2; }
         }
         else { fprintf(stderr, "flashc-bench: unknown option %s (see --help)\n", arg); return 2; }
 #undef VAL
