@@ -100,7 +100,8 @@
  *
  * ------------------------------------------------------------------------------------------------
  * Devices, streams, workspaces. FC_DEVICE_CPU computes on the calling thread plus worker threads
- * (fc_set_num_threads, or the FLASHC_NUM_THREADS environment variable; default: all online cores).
+ * (fc_set_num_threads, or the FLASHC_NUM_THREADS environment variable, read once at the first call that
+ * needs it; default: all online cores).
  * FC_DEVICE_CUDA takes device pointers (except cu_seqlens etc.: device pointers too) and a cudaStream_t
  * passed as void*; the run step never allocates and never synchronises, so it can be captured in a CUDA
  * graph. Scratch it needs (split partials) comes from a caller-provided workspace of at least

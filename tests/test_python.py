@@ -242,6 +242,16 @@ def check_bench_cli():
     return ok, "malformed: %s; row check column %r" % (wrong or "all rejected", rows[0][-1] if rows else None)
 
 
+@check("the default thread count is read once (FLASHC_NUM_THREADS at the first call)")
+def check_threads_read_once():
+    code = ("import os, sys; sys.path.insert(0, %r); import flashc; a = flashc.get_num_threads(); "
+            "os.environ['FLASHC_NUM_THREADS'] = '5'; print(a, flashc.get_num_threads())" % os.path.join(ROOT, "python"))
+    env = dict(os.environ, FLASHC_NUM_THREADS="3")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    return r.stdout.split() == ["3", "3"], "first call and after a change of the environment: %r %s" % (
+        r.stdout.strip(), r.stderr.strip()[-200:])
+
+
 @check("version, cuda_available, threads")
 def check_misc():
     v = flashc.version()

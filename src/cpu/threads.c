@@ -18,7 +18,7 @@ fc_status fc_set_num_threads(int n) {
 }
 
 /* FLASHC_NUM_THREADS when set to a positive number, else the online cores. */
-static int default_num_threads(void) {
+static int read_default_num_threads(void) {
     const char *env = getenv("FLASHC_NUM_THREADS");
     if (env && *env) {
         char *end;
@@ -30,10 +30,16 @@ static int default_num_threads(void) {
     return n < FC_CPU_MAX_THREADS ? (int)n : FC_CPU_MAX_THREADS;
 }
 
+/* The default, read once (getenv and sysconf cost ~10 us, an openat each, on every call otherwise). */
+static int default_threads;
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+static void read_default_once(void) { default_threads = read_default_num_threads(); }
+
 int fc_get_num_threads(void) {
     int n = atomic_load(&chosen_threads);
     if (n > 0) return n < FC_CPU_MAX_THREADS ? n : FC_CPU_MAX_THREADS;
-    return default_num_threads();
+    pthread_once(&default_once, read_default_once);
+    return default_threads;
 }
 
 /* ---------------------------------------------------------------------------------------------- */
