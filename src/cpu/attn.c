@@ -100,7 +100,10 @@ fc_status fc_cpu_attn_fwd(const fc_problem *p) {
     if (a.n_tiles < 0) return fc_fail(FC_ERR_OUT_OF_MEMORY, "workspace", "too many tiles of %d query rows to list", BM);
     a.part_rows = p->total_q;
     a.scratch_floats = fc_cpu_scratch_floats(p);
-    int threads = fc_get_num_threads();
+    /* Work too small to split (under ~1M multiply-adds, tens of microseconds) runs on the calling thread:
+     * starting workers would cost more than they take off. */
+    double work = (double)p->total_q * p->h_q * ((double)longest_key_blocks(p) * BK) * (p->d + p->d_v);
+    int threads = work < (1 << 20) ? 1 : fc_get_num_threads();
     a.splits = fc_plan_num_splits(p->num_splits, a.n_tiles, longest_key_blocks(p), threads);
     int64_t items = a.n_tiles * a.splits;
     int workers = items < threads ? (int)(items > 0 ? items : 1) : threads;
