@@ -10,7 +10,8 @@
  *   - every guard byte and every read-only tensor is unchanged (nothing written outside out/lse/cache);
  *   - the same call with the lengths repaired then matches the CPU backend (the context still works).
  * A CUDA graph captured over valid lengths and replayed over hostile ones is checked the same way.
- * Then NaN and Inf inputs (flashc.h's rules): NaN in q, in a key some rows see, Inf in a value; the GPU's
+ * Then NaN and Inf inputs (flashc.h's rules): NaN in q, in a key some rows see, Inf in a value, NaN in every
+ * cache slot past the keys (must not matter); the GPU's
  * out and lse must be NaN exactly where the CPU's are, and close elsewhere; fc_merge_states with NaN, +inf
  * and all-empty partials likewise.
  * The kernels are the ones a real call picks: decode (mma.sync, key warps, split + merge), the wgmma
@@ -410,7 +411,7 @@ static const hcase GRAPH_CASES[] = {
 /* ---------------------------------------------------------------------------------------------- */
 /* NaN and Inf inputs: the GPU's NaN pattern must be the CPU's                                       */
 
-enum { NAN_Q, NAN_K, INF_V };
+enum { NAN_Q, NAN_K, INF_V, NAN_PAST };
 
 /* Sets feature c of head `head` of query row / key `row` of sequence b in host tensor t (q, k or v) to x. */
 static void set_elem(hprob *P, int t, int b, int row, int head, int c, double x) {
@@ -421,6 +422,26 @@ static void set_elem(hprob *P, int t, int b, int row, int head, int c, double x)
         idx[1] = row % P->c.page;
     }
     tu_store(P->host[t], FC_BF16, tu_offset(v, idx), x);
+}
+
+/* NaN in every K and V element that holds no key of the call: rows past each sequence's keys (a dense
+ * cache's tail, the rest of a sequence's last page, its unused table pages) and pages no table names, as in
+ * a cache allocated with torch.empty. An append writes over the first s_new of them first. */
+static void poison_past_keys(hprob *P, const int *len_k) {
+    int rows = P->c.kv == KV_PAGED ? MAX_PAGES * P->c.page : P->cap;
+    for (int b = 0; b < B; b++)
+        for (int row = len_k[b]; row < rows; row++)
+            for (int h = 0; h < HK; h++)
+                for (int c = 0; c < P->c.d; c++) set_elem(P, T_K, b, row, h, c, NAN), set_elem(P, T_V, b, row, h, c, NAN);
+    if (P->c.kv != KV_PAGED) return;
+    int used[NUM_PAGES] = {0};
+    for (int i = 0; i < B * MAX_PAGES; i++) used[((const int32_t *)P->host[T_TABLE])[i]] = 1;
+    int64_t page_elems = (int64_t)P->c.page * HK * P->c.d;
+    for (int pg = 0; pg < NUM_PAGES; pg++)
+        for (int64_t i = 0; !used[pg] && i < page_elems; i++) {
+            tu_store(P->host[T_K], FC_BF16, pg * page_elems + i, NAN);
+            tu_store(P->host[T_V], FC_BF16, pg * page_elems + i, NAN);
+        }
 }
 
 /* Counts the elements of n that are finite in one of got, want and not in the other, or finite in both
@@ -440,7 +461,8 @@ static int64_t nan_pattern_diff(const void *got, const void *want, fc_dtype dt, 
 }
 
 static void run_nan_case(const hcase *c, int what) {
-    static const char *WHAT[3] = {"NaN in q", "NaN in a key some rows see", "Inf in a visible value"};
+    static const char *WHAT[4] = {"NaN in q", "NaN in a key some rows see", "Inf in a visible value",
+                                  "NaN in every cache slot past the keys"};
     hprob P;
     build(&P, c);
     int len_q[B], len_k[B];
@@ -452,6 +474,7 @@ static void run_nan_case(const hcase *c, int what) {
         set_elem(&P, T_V, 2, len_k[2] - 1, 1, 9, INFINITY);
         P.a.causal = 0;
     }
+    if (what == NAN_PAST) poison_past_keys(&P, len_k);
     cuda_die(cudaMalloc((void **)&P.arena, P.arena_bytes), "cudaMalloc arena");
     upload(&P);
     fc_attn_args d = device_args(&P, 0);
@@ -471,7 +494,11 @@ static void run_nan_case(const hcase *c, int what) {
         int exact = what != INF_V;
         int64_t bad = nan_pattern_diff(out, P.host[T_OUT], FC_BF16, (int64_t)P.bytes[T_OUT] / 2, 3e-2, exact, &nans);
         int64_t lbad = nan_pattern_diff(lse, P.host[T_LSE], FC_FP32, (int64_t)P.bytes[T_LSE] / 4, 1e-3, exact, &lse_nans);
-        tu_check(nans > 0, "%s: the CPU's out has no NaN%s (the input did not reach a row)", name, exact ? "" : " or Inf");
+        if (what == NAN_PAST) /* keys past a sequence's length never matter, on any kernel */
+            tu_check(nans == 0 && lse_nans == 0, "%s: the CPU's result has %lld NaN out, %lld NaN lse", name, (long long)nans,
+                     (long long)lse_nans);
+        else
+            tu_check(nans > 0, "%s: the CPU's out has no NaN%s (the input did not reach a row)", name, exact ? "" : " or Inf");
         tu_check(bad == 0 && lbad == 0, "%s: %lld out and %lld lse elements differ from the CPU's in finiteness or value (CPU: "
                  "%lld non-finite out, %lld lse)", name, (long long)bad, (long long)lbad, (long long)nans, (long long)lse_nans);
         free(out);
@@ -527,6 +554,8 @@ static const hcase NAN_CASES[] = {
     {"dense prefill wgmma", "", KV_DENSE, 0, 128, 0, 1, 0, 0, 0},
     {"paged 256 prefill wgmma split", "", KV_PAGED, 0, 128, 256, 2, 0, 0, 0},
     {"dense prefill d256", "", KV_DENSE, 0, 256, 0, 1, 0, 0, 0},
+    {"paged 16 decode append", "", KV_PAGED, 1, 128, 16, 1, 1, 0, 0},
+    {"paged 64 prefill append split", "", KV_PAGED, 0, 128, 64, 2, 3, 0, 0},
 };
 
 int main(void) {
@@ -539,7 +568,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i]);
     for (size_t i = 0; i < sizeof GRAPH_CASES / sizeof GRAPH_CASES[0]; i++) run_graph_case(&GRAPH_CASES[i]);
     for (size_t i = 0; i < sizeof NAN_CASES / sizeof NAN_CASES[0]; i++)
-        for (int what = NAN_Q; what <= INF_V; what++) run_nan_case(&NAN_CASES[i], what);
+        for (int what = NAN_Q; what <= NAN_PAST; what++) run_nan_case(&NAN_CASES[i], what);
     run_nan_merge();
     cudaStreamDestroy(g_stream);
     return tu_finish();
