@@ -1,6 +1,6 @@
 """compare.py — times flashc against torch SDPA (cuDNN and flash backends) on one Hopper GPU, in one process.
 
-usage: python3 bench/compare.py [--set decode|prefill|all] [--json PATH] [--png PATH] [--eager]
+usage: python3 bench/compare.py [--set decode|prefill|all|table] [--json PATH] [--png PATH] [--eager]
                                 [--samples N] [--warmup N] [--only SUBSTRING] [--fresh] [--flashc-only]
 
 Shapes are the performance targets of DESIGN.md: paged decode (page 16; batch 1, 8, 32, 128 x context
@@ -76,6 +76,19 @@ def prefill_shapes():
         for causal in (False, True):
             out.append(("prefill-16k-s%dk%s" % (s // 1024, "-causal" if causal else ""), "prefill",
                         dict(b=16384 // s, s=s, h=16, d=128, causal=causal)))
+    return out
+
+
+def table_shapes():
+    """The prefill table of every head dim flashc has a kernel for: 16k tokens per batch, heads = 2048 // d,
+    seqlen 512 .. 16k, causal and not; d 192 / d_v 128 as DeepSeek's prefill. Named prefill-d<d>[v<d_v>]-s<len>."""
+    out = []
+    for d, dv in ((64, 64), (96, 96), (128, 128), (192, 192), (256, 256), (192, 128)):
+        for s in (512, 1024, 2048, 4096, 8192, 16384):
+            for causal in (False, True):
+                name = "prefill-d%d%s-s%s%s" % (d, "" if dv == d else "v%d" % dv,
+                                                "%dk" % (s // 1024) if s >= 1024 else str(s), "-causal" if causal else "")
+                out.append((name, "prefill", dict(b=16384 // s, s=s, h=2048 // d, d=d, d_v=dv, causal=causal)))
     return out
 
 
@@ -227,10 +240,11 @@ def run_decode(name, p, args, l2, gen):
 
 def run_prefill(name, p, args, l2, gen):
     b, s, h, d, causal = p["b"], p["s"], p["h"], p["d"], p["causal"]
-    per_set = 3 * b * s * h * d * 2
+    dv = p.get("d_v", d)
+    per_set = (2 * d + dv) * b * s * h * 2
     n = num_sets(per_set, l2)
-    sets = [[torch.randn(b, s, h, d, device="cuda", dtype=DT, generator=gen) for _ in range(3)] for _ in range(n)]
-    flops = 4.0 * visible_pairs(s, s, causal) * d * h * b
+    sets = [[torch.randn(b, s, h, x, device="cuda", dtype=DT, generator=gen) for x in (d, d, dv)] for _ in range(n)]
+    flops = 2.0 * visible_pairs(s, s, causal) * (d + dv) * h * b
     row = dict(name=name, kind="prefill", params=p, sets=n, flops=flops, note="")
 
     def flashc_calls(_mode):
@@ -291,11 +305,11 @@ def fmt_ratio(a, b):
 
 
 def print_table(rows, ceiling):
-    head = "%-24s %10s %10s %10s %14s %14s %14s %7s %7s %8s  %s" % (
+    head = "%-30s %10s %10s %10s %14s %14s %14s %7s %7s %8s  %s" % (
         "shape", "flashc ms", "cuDNN ms", "flash ms", "flashc", "cuDNN", "flash", "cuDNN/", "flash/", "max|d|",
         "note")
     print(head)
-    print("%-24s %10s %10s %10s %14s %14s %14s %7s %7s %8s" % ("", "", "", "", "", "", "", "flashc", "flashc",
+    print("%-30s %10s %10s %10s %14s %14s %14s %7s %7s %8s" % ("", "", "", "", "", "", "", "flashc", "flashc",
                                                               "vs torch"))
     for r in rows:
         if r["kind"] == "decode":
@@ -309,10 +323,15 @@ def print_table(rows, ceiling):
         if gq:
             note += "; K/V expanded to h_q for a backend without GQA"
         diff = r.get("max_abs_diff_vs_torch")
-        print("%-24s %10s %10s %10s %14s %14s %14s %7s %7s %8s  %s" % (
+        print("%-30s %10s %10s %10s %14s %14s %14s %7s %7s %8s  %s" % (
             r["name"], fmt_ms(r["flashc"]), fmt_ms(r["cudnn"]), fmt_ms(r["flash"]), cols[0], cols[1], cols[2],
             fmt_ratio(r["cudnn"], r["flashc"]), fmt_ratio(r["flash"], r["flashc"]),
             "%.1e" % diff if diff is not None else "n/a", note))
+    pre = [r["cudnn"]["ms"] / r["flashc"]["ms"] for r in rows
+           if r["kind"] == "prefill" and r["cudnn"]["ms"] and r["flashc"]["ms"]]
+    if pre:
+        print("prefill, cuDNN/flashc over %d shapes: geometric mean %.2fx, min %.2fx, %d below 1.0x" % (
+            len(pre), math.exp(sum(math.log(x) for x in pre) / len(pre)), min(pre), sum(x < 1.0 for x in pre)))
     errors = sorted({"%s: %s" % (k, r[k]["error"]) for r in rows for k in ("flashc", "cudnn", "flash") if r[k]["error"]})
     for e in errors:
         print("  n/a because %s" % e)
@@ -355,7 +374,8 @@ def run_child(name, args):
     """One shape measured by a child process (--fresh): its row from the child's JSON."""
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "row.json")
-        cmd = [sys.executable, os.path.abspath(__file__), "--set", "all", "--only", name, "--exact", "--no-ceiling",
+        cmd = [sys.executable, os.path.abspath(__file__), "--set", "table" if name.startswith("prefill-d") else "all",
+               "--only", name, "--exact", "--no-ceiling",
                "--samples", str(args.samples), "--warmup", str(args.warmup), "--json", path]
         if args.eager:
             cmd.append("--eager")
@@ -368,7 +388,8 @@ def run_child(name, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", default="all", choices=["decode", "prefill", "all"])
+    ap.add_argument("--set", default="all", choices=["decode", "prefill", "all", "table"],
+                    help="table: the prefill table of every head dim (not in all)")
     ap.add_argument("--only", default=None, help="run only shapes whose name contains this")
     ap.add_argument("--samples", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
@@ -401,7 +422,8 @@ def main():
         print("streaming-read ceiling: %.0f GB/s (best of %s over 4 GiB); copy: %.0f GB/s (read + write)" % (
             read, ", ".join("%s %.0f" % kv for kv in reads.items()), copy))
     shapes = (decode_shapes() if args.set in ("decode", "all") else []) + \
-             (prefill_shapes() if args.set in ("prefill", "all") else [])
+             (prefill_shapes() if args.set in ("prefill", "all") else []) + \
+             (table_shapes() if args.set == "table" else [])
     if args.only:
         shapes = [s for s in shapes if (args.only == s[0] if args.exact else args.only in s[0])]
     gen = torch.Generator(device="cuda")

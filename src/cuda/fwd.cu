@@ -20,12 +20,19 @@ template <typename T, int D, int DV> struct mma_prefill_cfg {
     typedef fwd_cfg<T, D, DV, 4, 32, 2, small ? 2 : 1> type;
 };
 template <typename T, int D, int DV> struct prefill_cfg : mma_prefill_cfg<T, D, DV> {};
-// Prefill at d = d_v = 64 or 128: the wgmma kernel (fwd_wgmma.cuh): 128-row tiles, 128-key blocks.
+// Prefill at d = d_v = 64, 128, 256 and d 192 / d_v 128: the wgmma kernel (fwd_wgmma.cuh): 128-row tiles,
+// key blocks and Q buffers per head dims (wg_shape).
 template <typename T> struct prefill_cfg<T, 64, 64> {
     typedef wg_cfg<T, 64, 64> type;
 };
 template <typename T> struct prefill_cfg<T, 128, 128> {
     typedef wg_cfg<T, 128, 128> type;
+};
+template <typename T> struct prefill_cfg<T, 192, 128> {
+    typedef wg_cfg<T, 192, 128> type;
+};
+template <typename T> struct prefill_cfg<T, 256, 256> {
+    typedef wg_cfg<T, 256, 256> type;
 };
 
 // Query tiles per CTA: wg_cfg's CTAs take TILES tiles each (fwd_wgmma.cuh, wg_tile_of), others one.

@@ -17,26 +17,41 @@
 #pragma once
 #include "fwd_kernel.cuh"
 
+// The tile shape per head dims: key block BN and Q buffers (a ring over the CTA's tiles; two let the next
+// tile's Q load while the previous tile runs, where shared memory has room). d 256: O alone is 128
+// registers a thread and a 128-key block of K and V 128 KB, so 64-key blocks; d 192 / d_v 128 and d 256
+// have room for one Q buffer only.
+template <int D, int DV> struct wg_shape {
+    static constexpr int BN = 128, QBUF = 2;      // d 64, 128: 16 + 2 x 32 KB, 32 + 2 x 64 KB
+};
+template <> struct wg_shape<192, 128> {
+    static constexpr int BN = 128, QBUF = 1;      // 48 KB Q + 2 x (48 + 32) KB K/V
+};
+template <> struct wg_shape<256, 256> {
+    static constexpr int BN = 64, QBUF = 1;       // 64 KB Q + 2 x (32 + 32) KB K/V
+};
+
 template <typename T_, int D_, int DV_>
 struct wg_cfg {
     typedef T_ T;
-    static constexpr int D = D_, DV = DV_, BN = 128, STAGES = 2, CONSUMERS = 2;
+    static constexpr int D = D_, DV = DV_, BN = wg_shape<D, DV>::BN, STAGES = 2, CONSUMERS = 2;
     static constexpr int TILES = 4;                                  // query tiles per CTA (wg_tile_of)
-    static constexpr int QBUF = 2;                                   // Q buffers, a ring over the tiles
+    static constexpr int QBUF = wg_shape<D, DV>::QBUF;               // Q buffers, a ring over the tiles
     static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
     static constexpr int MT = 1, ROWS = 2, NWARPS = 4 * CONSUMERS; // fwd_kernel's view of a consumer warp
     static constexpr bool HEAD_MAJOR = false;
     static constexpr int DCH = D / 8, DVCH = DV / 8;                // 16-byte chunks per row
+    static constexpr int PV_N = DV > 128 ? 128 : DV;                // output features per PV wgmma
     static constexpr int Q_BYTES = BM * D * 2, K_BYTES = BN * D * 2, V_BYTES = BN * DV * 2;
     static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
     static constexpr int TABLE_BYTES = 2 * 2 * BN * 8;               // two row tables (K, V offsets), alternating
     static constexpr int BAR_BYTES = (2 * QBUF + 4 * STAGES) * 8;
-    // Two Q buffers: the next tile's Q loads while the previous tile runs.
     static constexpr int SMEM_BYTES = 1024 + QBUF * Q_BYTES + STAGES * STAGE_BYTES + TABLE_BYTES + BAR_BYTES;
     static constexpr int PRODUCER_REGS = 72, CONSUMER_REGS = 216;   // 128 * 72 + 256 * 216 = 384 * 168 (the producer spills at 56)
-    static_assert(D % 64 == 0 && DV % 64 == 0 && DV <= 128, "wgmma tiles: d and d_v multiples of 64, d_v <= 128");
-    static_assert(BN == 128, "one producer thread per key row");
-    static_assert(QBUF == 2, "wg_produce and wg_consume count each Q buffer's uses in two scalars");
+    static_assert(D % 64 == 0 && DV % PV_N == 0 && PV_N % 64 == 0, "wgmma tiles: d a multiple of 64, d_v 64, 128 or 256");
+    static_assert(BN == 64 || BN == 128, "S = Q K^T is one wgmma of N = BN; a producer thread per key row");
+    static_assert(QBUF == 1 || QBUF == 2, "Q buffers");
+    static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one CTA");
     static_assert(CONSUMERS == 2, "the consumers take turns in pairs (wg_step)");
     static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536 / THREADS / 8 * 8 * THREADS,
                   "setmaxnreg.inc waits forever for registers the CTA does not have");
@@ -120,24 +135,33 @@ __device__ __forceinline__ void wg_load_q(const fc_problem &p, const fwd_tile &t
     }
 }
 
-// Location of key row tid of block `it` (row < 0: past the end, or no such block); a paged outer is the
+// Location of key row tid of block `it` (row < 0: past the end, no such block, or tid >= BN); a paged outer is the
 // page-table entry as read, checked where it is used (page_checked).
 template <class C>
 __device__ __forceinline__ fc_kv_loc wg_locate(const fc_problem &p, const fwd_tile &t, int it, int n_blocks, int tid) {
     int j = (t.n_hi - 1 - it) * C::BN + tid;
-    return it < n_blocks && j < t.s.s_k ? fc_kv_locate(&p, &t.s, t.b, j) : fc_kv_loc{0, -1};
+    return it < n_blocks && tid < C::BN && j < t.s.s_k ? fc_kv_locate(&p, &t.s, t.b, j) : fc_kv_loc{0, -1};
 }
 
-// Block of BN rows x CH chunks of K or V from the row table, zero-filled past the end: each thread keeps
-// chunk column tid % CH and walks rows tid / CH, + 128 / CH, ...
+// Block of BN rows x CH chunks of K or V from the row table, zero-filled past the end. When CH divides
+// 128, each thread keeps chunk column tid % CH and walks rows tid / CH, + 128 / CH, ...
 template <class C, int CH>
 __device__ __forceinline__ void wg_load_rows(const void *base, const int64_t *rows, char *dst, int tid) {
     const typename C::T *src = (const typename C::T *)base;
-    int c = tid % CH;
+    if constexpr (128 % CH == 0) {
+        int c = tid % CH;
 #pragma unroll 4
-    for (int r = tid / CH; r < C::BN; r += 128 / CH) {
-        int64_t off = rows[r];
-        cp_async_16(dst + sw128_offset(r, c, C::BN), src + (off < 0 ? 0 : off) + c * 8, off >= 0);
+        for (int r = tid / CH; r < C::BN; r += 128 / CH) {
+            int64_t off = rows[r];
+            cp_async_16(dst + sw128_offset(r, c, C::BN), src + (off < 0 ? 0 : off) + c * 8, off >= 0);
+        }
+    } else {
+#pragma unroll 4
+        for (int i = tid; i < C::BN * CH; i += 128) {
+            int r = i / CH, c = i % CH;
+            int64_t off = rows[r];
+            cp_async_16(dst + sw128_offset(r, c, C::BN), src + (off < 0 ? 0 : off) + c * 8, off >= 0);
+        }
     }
 }
 
@@ -172,8 +196,10 @@ __device__ void wg_produce_rows(const fc_problem &p, const fwd_tile &t, const wg
         int64_t *rows = sm.tables + (g % 2) * 2 * C::BN; // alternating: one barrier per block suffices
         bool valid = loc.row >= 0;
         if (valid) loc.outer = page_checked(p, loc.outer, bad);
-        rows[tid] = valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
-        rows[C::BN + tid] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
+        if (tid < C::BN) {
+            rows[tid] = valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
+            rows[C::BN + tid] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
+        }
         loc = wg_locate<C>(p, t, it + 1, n_blocks, tid); // the next block's page-table reads, in flight meanwhile
         named_bar_sync(1, 128);
         char *k = sm.stages + stage * C::STAGE_BYTES;
@@ -201,7 +227,7 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
         int g = pos + it, stage = g % C::STAGES, n = t.n_hi - 1 - it;
         bool bulk = tm.kind != WG_TMA_OFF && (n + 1) * C::BN <= t.s.s_k, table = !bulk || tm.kind == WG_TMA_PAGED;
         int64_t *rows = sm.tables + (g % 2) * 2 * C::BN; // alternating: one barrier per block suffices
-        if (table) {
+        if (table && tid < C::BN) {
             bool valid = loc.row >= 0;
             if (valid) loc.outer = page_checked(p, loc.outer, bad);
             rows[tid] = bulk ? loc.outer << 32 | loc.row : valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
@@ -235,12 +261,12 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
     }
 }
 
-// The CTA's tiles: tile k's Q into buffer k & 1 (QBUF = 2) once the consumers are done with its previous tile there
-// (q_empty; uses0, uses1: tiles that went through buffers 0 and 1), then its key blocks; the next tile's Q and first
-// blocks load while the consumers finish the previous tile.
+// The CTA's tiles: tile k's Q into buffer k % QBUF once the consumers are done with its previous tile there
+// (q_empty; uses0, uses1: tiles that went through buffers 0 and 1), then its key blocks; with two buffers the next tile's Q
+// and first blocks load while the consumers finish the previous tile (with one, its key blocks still do).
 template <class C>
 __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
-    int tid = threadIdx.x - 128 * C::CONSUMERS, pos = 0, uses0 = 0, uses1 = 0;
+    int tid = threadIdx.x - 128 * C::CONSUMERS, pos = 0, uses0 = 0, uses1 = 0; // scalars: an array would live in local memory
     int bad = 0, b = 0, lengths = 0; // FC_BAD_*: what is wrong with the CTA's sequence b (reported at the end)
     for (int k = 0; k < C::TILES; k++) {
         fwd_tile t;
@@ -251,10 +277,10 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
         // tile's (a TMA tile writes a table only for its partial last block, so no per-block barrier
         // stands between the two).
         if (pos > 0) named_bar_sync(1, 128);
-        int b = k & 1, uses = b ? uses1++ : uses0++;
-        if (uses > 0) mbar_wait(&sm.q_empty[b], (uses - 1) & 1);
-        wg_load_q<C>(p, t, sm.q + b * C::Q_BYTES, tid);
-        mbar_cp_async_arrive(&sm.q_full[b]);
+        int qb = k % C::QBUF, n = qb ? uses1++ : uses0++;
+        if (n > 0) mbar_wait(&sm.q_empty[qb], (n - 1) & 1);
+        wg_load_q<C>(p, t, sm.q + qb * C::Q_BYTES, tid);
+        mbar_cp_async_arrive(&sm.q_full[qb]);
         if (tm.kind == WG_TMA_OFF)
             wg_produce_rows<C>(p, t, sm, tid, pos, &bad);
         else
@@ -286,12 +312,17 @@ __device__ __forceinline__ void wg_qk(const char *sq, const char *sk, float *s) 
     wgmma_commit();
 }
 
-// Issue O += P V(block at sv): BN / 16 k-steps, one commit group.
+// Issue O += P V(block at sv): BN / 16 k-steps, each DV / PV_N wgmmas of PV_N features (chunk c: the
+// accumulators from c PV_N / 2 on, V's 64-feature atoms from c PV_N / 64 on), one commit group.
 template <class C>
 __device__ __forceinline__ void wg_pv(uint32_t (*pa)[4], const char *sv, float *o) {
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < C::BN / 16; kk++) wgmma_rs<typename C::T, C::DV, 1>(o, pa[kk], wgmma_desc_mn(sv, C::BN, kk), 1);
+    for (int kk = 0; kk < C::BN / 16; kk++)
+#pragma unroll
+        for (int c = 0; c < C::DV / C::PV_N; c++)
+            wgmma_rs<typename C::T, C::PV_N, 1>(o + c * C::PV_N / 2, pa[kk],
+                                                 wgmma_desc_mn(sv + c * (C::PV_N / 64) * C::BN * 128, C::BN, kk), 1);
     wgmma_commit();
 }
 
@@ -449,7 +480,7 @@ __device__ void wg_blocks(const score_consts &sc, const fwd_tile &t, const wg_sm
     wg_last<C>(sm, q_empty, pos + n_blocks - 1, w);
 }
 
-// Warpgroup g's 64 rows of tile t (the CTA's tile k, its Q in buffer k & 1, filled there for the uses-th time;
+// Warpgroup g's 64 rows of tile t (the CTA's tile k, its Q in buffer k % QBUF, filled there for the uses-th time;
 // its blocks from ring position pos)
 // against the split's key blocks, then the epilogue. Plain scores (no softcap, no ALiBi, scale > 0: the
 // common case) take the path with the scale folded into the exponent.
@@ -472,7 +503,7 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
     for (int f = 0; f < C::DV / 8; f++) w.o[0][f][0] = w.o[0][f][1] = w.o[0][f][2] = w.o[0][f][3] = 0.0f;
 
     if (t.n_hi > t.n_lo) {
-        int b = k & 1;
+        int b = k % C::QBUF;
         char *q = sm.q + b * C::Q_BYTES;
         const char *sq = q + g * 64 * 128;
         mbar_wait(&sm.q_full[b], uses & 1);
@@ -491,14 +522,13 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
 
 template <class C>
 __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm) {
-    int pos = 0, uses0 = 0, uses1 = 0;
+    int pos = 0, uses0 = 0, uses1 = 0; // tiles through Q buffers 0 and 1
     for (int k = 0; k < C::TILES; k++) {
         fwd_tile t;
         if (!wg_tile_of<C>(p, ws.splits, k, t)) continue;
-        bool loaded = t.n_hi > t.n_lo; // the producer loads Q only for tiles with key blocks
-        int uses = k & 1 ? uses1 : uses0;
-        wg_consume_tile<C>(p, t, ws, sm, k, uses, pos);
-        if (loaded) (k & 1 ? uses1 : uses0)++;
+        int qb = k % C::QBUF;
+        wg_consume_tile<C>(p, t, ws, sm, k, qb ? uses1 : uses0, pos);
+        if (t.n_hi > t.n_lo) (qb ? uses1 : uses0)++; // the producer loads Q only for tiles with key blocks
         pos += t.n_hi - t.n_lo;
     }
 }
