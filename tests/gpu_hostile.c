@@ -472,7 +472,8 @@ static void run_nan_case(const hcase *c, int what) {
     int len_q[B], len_k[B];
     lengths(c, len_q, len_k);
     if (what == NAN_Q) { /* query row 2 of sequence 1, or its last where row 2 sees no key (causal, s_q > s_k) */
-        int row = len_q[1] > 2 && 2 + len_k[1] + c->s_new - len_q[1] >= 0 ? 2 : len_q[1] - 1;
+        int sq = P.a.cu_seqlens_q.data ? len_q[1] : (int)P.a.q.shape[1]; /* dense q: every sequence has s_q rows */
+        int row = sq > 2 && 2 + len_k[1] + c->s_new - sq >= 0 ? 2 : sq - 1;
         set_elem(&P, T_Q, 1, row, 1, 5, NAN);
     }
     if (what == NAN_K) set_elem(&P, T_K, 0, 3, 0, 7, NAN);   /* key 3 of sequence 0: causal rows before it do not see it */

@@ -71,6 +71,24 @@ if [ "$skipped" -eq 0 ]; then
     done
 fi
 
+# The compiled wgmma kernels' softmax/PV overlap (reads the SASS; needs cuobjdump, not a GPU).
+if [ "$gpu" -eq 1 ] && [ -f build/libflashc.so ]; then
+    if command -v python3 >/dev/null 2>&1; then
+        python3 tests/sass_overlap.py build/libflashc.so >"$tmp.sass" 2>&1
+        src=$?
+        if [ "$src" -eq 2 ]; then
+            cat "$tmp.sass"
+            skipped=1
+        else
+            run_one "python3 tests/sass_overlap.py" cat "$tmp.sass"
+        fi
+        rm -f "$tmp.sass"
+    else
+        echo "sass_overlap: no python3: skipped, not passed"
+        skipped=1
+    fi
+fi
+
 if [ "$gpu" -eq 0 ]; then
     if [ "$python" -eq 0 ]; then
         echo "python: left out of this run (--no-python)"

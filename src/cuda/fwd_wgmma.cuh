@@ -409,6 +409,16 @@ __device__ __forceinline__ void wg_first(const score_consts &sc, const fwd_tile 
     wg_pack_p<C>(w.s[0], w.pa);
 }
 
+// wgmma.wait_group 0 once the softmax of the thread's rows is done (their sums st[].l): ptxas moves a wait
+// up to the start of its basic block, and with the softmax in the same block it put every instruction of
+// the softmax after the wait, so no MUFU.EX2 ran while PV(it - 1) did (SASS at 3a436f6). A branch on the
+// sums ends the block here; it is never taken (a sum of exponentials is >= 0, or NaN).
+// tests/sass_overlap.py checks the compiled code of every instantiation.
+__device__ __forceinline__ void wg_wait_after_softmax(const row_softmax *st) {
+    if (st[0].l + st[1].l < -1.0f) asm volatile("nanosleep.u32 0;");
+    wgmma_wait<0>();
+}
+
 // FlashAttention-3's order: the two consumer warpgroups take turns issuing a block's GEMMs (named
 // barriers 4 + wg), so one's softmax runs while the other's GEMMs do. Warpgroup 1 opens the turns of a
 // tile (wg_turns_open) and passes none after its last block, so each barrier sees as many arrivals as waits.
@@ -434,7 +444,7 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
     wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
     wg_release(&sm.k_empty[cur]);
     wg_softmax<C, MASK, PLAIN>(sc, t.n_hi - 1 - it, w, rescale);
-    wgmma_wait<0>();
+    wg_wait_after_softmax(w.st);
     wgmma_hold<C::DV / 2>(&w.o[0][0][0]);
     wgmma_hold<C::BN / 4>(&w.pa[0][0]); // P stays live until the PV reading it is done
     wg_release(&sm.v_empty[prev]);
@@ -461,7 +471,7 @@ __device__ __forceinline__ void wg_last(const wg_smem &sm, uint64_t *q_empty, in
 // The split's key blocks, last to first: the masked ones (sequence end, causal diagonal, right window
 // edge) come first, those at a left window edge last, so three loops cover them with one mask choice each.
 template <class C, bool PLAIN>
-__device__ void wg_blocks(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq, uint64_t *q_empty, int pos,
+__device__ __forceinline__ void wg_blocks(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq, uint64_t *q_empty, int pos,
                           wg_regs<C> &w) {
     int n_blocks = t.n_hi - t.n_lo;
     auto masked = [&](int it) { return block_needs_mask(sc, t.r_lo, t.r_hi, (t.n_hi - 1 - it) * C::BN, C::BN); };

@@ -1,0 +1,92 @@
+"""sass_overlap.py — reads the compiled wgmma prefill kernels and checks that the softmax overlaps the P·V GEMM.
+
+fwd_wgmma.cuh's main loop issues S(j) = Q K(j)^T and O += P(j-1) V(j-1), waits for S(j) alone
+(`wgmma.wait_group 1`), computes the softmax of S(j), and only then waits for the P·V (`wait_group 0`).
+ptxas may legally sink register-only arithmetic below the second wait, which serialises the softmax
+after the GEMM (it did, on the plain-score path). This test disassembles every fwd_wgmma_kernel
+instantiation in the library (cuobjdump -sass; no GPU needed) and, at every `WARPGROUP.DEPBAR.LE gsb0, 0x1`
+(the first wait), counts the MUFU.EX2 before the next WARPGROUP.DEPBAR: the exponentials of the thread's
+two rows of a key block, BN / 2 of them (BN read from the S wgmma's shape, HGMMA.64xBNx16), must be there.
+
+usage: python3 tests/sass_overlap.py [LIB]   (default build/libflashc.so)
+Exit: 0 all passed, 1 a kernel failed, 2 nothing checked (no cuobjdump, or no wgmma kernel in LIB).
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+
+def find_cuobjdump():
+    for d in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if d and os.access(os.path.join(d, "bin", "cuobjdump"), os.X_OK):
+            return os.path.join(d, "bin", "cuobjdump")
+    return shutil.which("cuobjdump")
+
+
+def functions(sass):
+    """(name, [instruction lines]) of every function in cuobjdump -sass output."""
+    out, name, body = [], None, []
+    for line in sass.splitlines():
+        m = re.match(r"\s*Function : (\S+)", line)
+        if m:
+            if name:
+                out.append((name, body))
+            name, body = m.group(1), []
+        elif name and "/*" in line:
+            body.append(line)
+    if name:
+        out.append((name, body))
+    return out
+
+
+def check_kernel(body):
+    """(sites, fewest MUFU.EX2 at a site, BN) over the kernel's first waits; sites = 0 when there is none."""
+    sites, fewest, bn = 0, None, None
+    for i, line in enumerate(body):
+        m = re.search(r"HGMMA\.64x(\d+)x16", line)
+        if m and bn is None:
+            bn = int(m.group(1))  # the first wgmma of the consumer is an S = Q K^T of N = BN
+        if re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x1", line):
+            n = 0
+            for nxt in body[i + 1:]:
+                if "WARPGROUP.DEPBAR" in nxt:
+                    break
+                n += "MUFU.EX2" in nxt
+            sites += 1
+            fewest = n if fewest is None else min(fewest, n)
+    return sites, fewest, bn
+
+
+def main():
+    lib = sys.argv[1] if len(sys.argv) > 1 else "build/libflashc.so"
+    tool = find_cuobjdump()
+    if not tool:
+        print("sass_overlap: no cuobjdump (CUDA toolkit): nothing checked, not passed")
+        return 2
+    if not os.path.exists(lib):
+        print("sass_overlap: %s not built" % lib)
+        print("0 passed, 1 failed")
+        return 1
+    sass = subprocess.run([tool, "-sass", lib], capture_output=True, text=True).stdout
+    kernels = [(n, b) for n, b in functions(sass) if "fwd_wgmma_kernel" in n]
+    if not kernels:
+        print("sass_overlap: no fwd_wgmma_kernel in %s (built without sm_90a?): nothing checked, not passed" % lib)
+        return 2
+    passed = failed = 0
+    for name, body in kernels:
+        sites, fewest, bn = check_kernel(body)
+        want = bn // 2 if bn else 1
+        # Two score paths (plain, softcap/ALiBi) x three loops (masked, unmasked, masked): six main loops.
+        ok = sites >= 6 and fewest is not None and fewest >= want
+        print("%s %s: %d first waits, fewest exponentials before the second %s (want >= %d, BN %s)" % (
+            "ok  " if ok else "FAIL", name, sites, fewest, want, bn))
+        passed += ok
+        failed += not ok
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
