@@ -14,9 +14,9 @@
  * cache slot past the keys (must not matter); the GPU's
  * out and lse must be NaN exactly where the CPU's are, and close elsewhere; fc_merge_states with NaN, +inf
  * and all-empty partials likewise.
- * The kernels are the ones a real call picks: decode (mma.sync, key warps, split + merge), the wgmma
- * prefill (d 128 and d 256: TMA for dense / paged 64 and 256, cp.async for pages of 16) and the mma.sync
- * prefill (d 192 = d_v).
+ * The kernels are the ones a real call picks: decode (mma.sync, key warps, split + merge) and the wgmma
+ * prefill (d 128: 128-key blocks; d 192 and 256: 64-key blocks, two and one Q buffers; TMA for dense / paged
+ * 64 and 256, cp.async for pages of 16).
  *
  * usage: gpu_hostile            Exit: 0 all passed, 1 something failed, 2 no CUDA device.
  */
@@ -367,8 +367,8 @@ static void run_graph_case(const hcase *c) {
     for (int t = 0; t < T_COUNT; t++) free(P.host[t]);
 }
 
-/* The cases: every corruption on the kernels that read it (decode s_q 1, prefill s_q ~150; d 128 and 256 run
- * the wgmma prefill (128- and 64-key blocks), d 192 the mma.sync one), unsplit and split. */
+/* The cases: every corruption on the kernels that read it (decode s_q 1, prefill s_q ~150 on the wgmma kernel
+ * at d 128, 192 and 256), unsplit and split. */
 static const hcase CASES[] = {
     {"paged 16 decode: seqused past the table", "page_table", KV_PAGED, 1, 128, 16, 1, 0, 0, BAD_USED_OVER},
     {"paged 16 decode split: seqused past", "page_table", KV_PAGED, 1, 128, 16, 3, 0, 0, BAD_USED_OVER},
@@ -387,9 +387,9 @@ static const hcase CASES[] = {
     {"dense decode append: past the cache", "seqused_k", KV_DENSE, 1, 128, 0, 1, 2, 0, BAD_USED_OVER},
     {"dense prefill wgmma: seqused past", "seqused_k", KV_DENSE, 0, 128, 0, 1, 0, 0, BAD_USED_OVER},
     {"dense prefill d256 split: seqused past", "seqused_k", KV_DENSE, 0, 256, 0, 2, 0, 0, BAD_USED_OVER},
-    {"dense prefill d192 mma.sync split: seqused past", "seqused_k", KV_DENSE, 0, 192, 0, 2, 0, 0, BAD_USED_OVER},
-    {"paged 16 prefill d192 mma.sync: page = INT32_MAX", "page_table", KV_PAGED, 0, 192, 16, 1, 0, 0, BAD_PAGE_MAX},
-    {"varlen q d192 mma.sync split: past max_seqlen_q", "max_seqlen_q", KV_PAGED, 0, 192, 64, 2, 0, 0, BAD_MAXQ},
+    {"dense prefill d192 split: seqused past", "seqused_k", KV_DENSE, 0, 192, 0, 2, 0, 0, BAD_USED_OVER},
+    {"paged 16 prefill d192: page = INT32_MAX", "page_table", KV_PAGED, 0, 192, 16, 1, 0, 0, BAD_PAGE_MAX},
+    {"varlen q d192 split: past max_seqlen_q", "max_seqlen_q", KV_PAGED, 0, 192, 64, 2, 0, 0, BAD_MAXQ},
     {"varlen k decode: seqused negative", "seqused_k", KV_VARLEN, 1, 128, 0, 0, 0, 0, BAD_USED_NEG},
     {"varlen q wgmma: cu_seqlens_q decreases", "cu_seqlens_q", KV_DENSE, 0, 128, 0, 1, 0, 0, BAD_CUQ_ORDER},
     {"varlen q d256: cu_seqlens_q past total", "cu_seqlens_q", KV_DENSE, 0, 256, 0, 1, 0, 0, BAD_CUQ_PAST},
@@ -555,7 +555,7 @@ static void run_nan_merge(void) {
     cudaFree(d_op), cudaFree(d_lp), cudaFree(d_out), cudaFree(d_lse);
 }
 
-/* NaN/Inf on each kernel: decode (split and not), wgmma prefill (d 128, 256), mma.sync prefill (d 192), paged. */
+/* NaN/Inf on each kernel: decode (split and not), wgmma prefill (d 128, 192, 256), paged. */
 static const hcase NAN_CASES[] = {
     {"dense decode", "", KV_DENSE, 1, 128, 0, 1, 0, 0, 0},
     {"paged 16 decode split", "", KV_PAGED, 1, 128, 16, 3, 0, 0, 0},
@@ -563,7 +563,7 @@ static const hcase NAN_CASES[] = {
     {"paged 256 prefill wgmma split", "", KV_PAGED, 0, 128, 256, 2, 0, 0, 0},
     {"dense prefill d256", "", KV_DENSE, 0, 256, 0, 1, 0, 0, 0},
     {"paged 16 prefill d256 split", "", KV_PAGED, 0, 256, 16, 2, 0, 0, 0},
-    {"dense prefill d192 mma.sync", "", KV_DENSE, 0, 192, 0, 1, 0, 0, 0},
+    {"dense prefill d192", "", KV_DENSE, 0, 192, 0, 1, 0, 0, 0},
     {"paged 16 decode append", "", KV_PAGED, 1, 128, 16, 1, 1, 0, 0},
     {"paged 64 prefill append split", "", KV_PAGED, 0, 128, 64, 2, 3, 0, 0},
 };

@@ -20,10 +20,17 @@ template <typename T, int D, int DV> struct mma_prefill_cfg {
     typedef fwd_cfg<T, D, DV, 4, 32, 2, small ? 2 : 1> type;
 };
 template <typename T, int D, int DV> struct prefill_cfg : mma_prefill_cfg<T, D, DV> {};
-// Prefill at d = d_v = 64, 128, 256 and d 192 / d_v 128: the wgmma kernel (fwd_wgmma.cuh): 128-row tiles,
-// key blocks and Q buffers per head dims (wg_shape).
+// Prefill: the wgmma kernel (fwd_wgmma.cuh) at every head dim: 128-row tiles, key blocks and Q buffers per
+// head dims (wg_shape); d 96 runs on the d 128 one, its features past 96 zeros (TMA reads them as out of
+// bounds, cp.async does not read them), as does any pair padded to max(d, d_v).
 template <typename T> struct prefill_cfg<T, 64, 64> {
     typedef wg_cfg<T, 64, 64> type;
+};
+template <typename T> struct prefill_cfg<T, 96, 96> {
+    typedef wg_cfg<T, 128, 128> type;
+};
+template <typename T> struct prefill_cfg<T, 192, 192> {
+    typedef wg_cfg<T, 192, 192> type;
 };
 template <typename T> struct prefill_cfg<T, 128, 128> {
     typedef wg_cfg<T, 128, 128> type;
@@ -100,8 +107,9 @@ static wg_tma wg_tma_of(const fc_problem *p) {
             box = p->page_size < C::BN ? p->page_size : C::BN;
         }
     }
-    if (kind != WG_TMA_OFF && encode_kv_map(&tm.k, p, &p->k, C::D, rows, outer, sk, box) &&
-        encode_kv_map(&tm.v, p, &p->v, C::DV, rows, outer, sv, box)) {
+    // The maps' feature extents are p's d and d_v: the boxes past them (a padded head dim) come as zeros.
+    if (kind != WG_TMA_OFF && encode_kv_map(&tm.k, p, &p->k, p->d, rows, outer, sk, box) &&
+        encode_kv_map(&tm.v, p, &p->v, p->d_v, rows, outer, sv, box)) {
         tm.kind = kind;
         tm.box_rows = box;
     }
@@ -169,8 +177,8 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
     return FC_OK;
 }
 
-// Kernels of head dims D, DV for p, whose d, d_v are these or (padded) smaller: fwd_kernel zero-fills
-// the extra chunks; the wgmma kernel has no such path, so padded prefill runs the mma.sync config.
+// Kernels of head dims D, DV for p, whose d, d_v are these or (padded) smaller: both kernels zero-fill the
+// extra features of Q, K and V and store d_v output features.
 template <typename T, int D, int DV>
 static fc_status launch_dims(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (use_decode_cfg(p)) {
@@ -179,7 +187,6 @@ static fc_status launch_dims(const fc_problem *p, fc_split_ws ws, cudaStream_t s
             return launch<typename decode_cfg<T, D, DV, 2>::type>(p, ws, stream, info); // key warps
         return launch<one>(p, ws, stream, info);
     }
-    if (p->d != D || p->d_v != DV) return launch<typename mma_prefill_cfg<T, D, DV>::type>(p, ws, stream, info);
     return launch<typename prefill_cfg<T, D, DV>::type>(p, ws, stream, info);
 }
 

@@ -27,6 +27,9 @@ template <int D, int DV> struct wg_shape {
 template <> struct wg_shape<192, 128> {
     static constexpr int BN = 128, QBUF = 1;      // 48 KB Q + 2 x (48 + 32) KB K/V
 };
+template <> struct wg_shape<192, 192> {
+    static constexpr int BN = 64, QBUF = 2;       // 2 x 48 KB Q + 2 x (24 + 24) KB K/V
+};
 template <> struct wg_shape<256, 256> {
     static constexpr int BN = 64, QBUF = 1;       // 64 KB Q + 2 x (32 + 32) KB K/V
 };
@@ -41,14 +44,14 @@ struct wg_cfg {
     static constexpr int MT = 1, ROWS = 2, NWARPS = 4 * CONSUMERS; // fwd_kernel's view of a consumer warp
     static constexpr bool HEAD_MAJOR = false;
     static constexpr int DCH = D / 8, DVCH = DV / 8;                // 16-byte chunks per row
-    static constexpr int PV_N = DV > 128 ? 128 : DV;                // output features per PV wgmma
+    static constexpr int PV_N = DV <= 128 ? DV : DV % 128 == 0 ? 128 : 64; // output features per PV wgmma
     static constexpr int Q_BYTES = BM * D * 2, K_BYTES = BN * D * 2, V_BYTES = BN * DV * 2;
     static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
     static constexpr int TABLE_BYTES = 2 * 2 * BN * 8;               // two row tables (K, V offsets), alternating
     static constexpr int BAR_BYTES = (2 * QBUF + 4 * STAGES) * 8;
     static constexpr int SMEM_BYTES = 1024 + QBUF * Q_BYTES + STAGES * STAGE_BYTES + TABLE_BYTES + BAR_BYTES;
     static constexpr int PRODUCER_REGS = 72, CONSUMER_REGS = 216;   // 128 * 72 + 256 * 216 = 384 * 168 (the producer spills at 56)
-    static_assert(D % 64 == 0 && DV % PV_N == 0 && PV_N % 64 == 0, "wgmma tiles: d a multiple of 64, d_v 64, 128 or 256");
+    static_assert(D % 64 == 0 && DV % PV_N == 0 && PV_N % 64 == 0, "wgmma tiles: d and d_v multiples of 64");
     static_assert(BN == 64 || BN == 128, "S = Q K^T is one wgmma of N = BN; a producer thread per key row");
     static_assert(QBUF == 1 || QBUF == 2, "Q buffers");
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one CTA");
@@ -125,7 +128,7 @@ __device__ __forceinline__ void wg_load_q(const fc_problem &p, const fwd_tile &t
     const typename C::T *q = (const typename C::T *)p.q.data;
     for (int i = tid; i < C::BM * C::DCH; i += 128) {
         int m = i / C::DCH, c = i % C::DCH, pm = t.m0 + m;
-        bool valid = pm < t.packed_rows;
+        bool valid = pm < t.packed_rows && c < p.d / 8; // features past d: zeros (a padded head dim)
         const typename C::T *src = q;
         if (valid) {
             int r = pm / t.group, h = t.hk * t.group + pm % t.group;
@@ -143,24 +146,28 @@ __device__ __forceinline__ fc_kv_loc wg_locate(const fc_problem &p, const fwd_ti
     return it < n_blocks && tid < C::BN && j < t.s.s_k ? fc_kv_locate(&p, &t.s, t.b, j) : fc_kv_loc{0, -1};
 }
 
-// Block of BN rows x CH chunks of K or V from the row table, zero-filled past the end. When CH divides
-// 128, each thread keeps chunk column tid % CH and walks rows tid / CH, + 128 / CH, ...
+// Block of BN rows x CH chunks of K or V from the row table, the first `used` chunks of each row read (the
+// rest zeros: a head dim padded to the kernel's), zero-filled past the end. When CH divides 128, each
+// thread keeps chunk column tid % CH and walks rows tid / CH, + 128 / CH, ...
 template <class C, int CH>
-__device__ __forceinline__ void wg_load_rows(const void *base, const int64_t *rows, char *dst, int tid) {
+__device__ __forceinline__ void wg_load_rows(const void *base, const int64_t *rows, char *dst, int tid, int used) {
     const typename C::T *src = (const typename C::T *)base;
     if constexpr (128 % CH == 0) {
         int c = tid % CH;
+        bool col = c < used;
 #pragma unroll 4
         for (int r = tid / CH; r < C::BN; r += 128 / CH) {
             int64_t off = rows[r];
-            cp_async_16(dst + sw128_offset(r, c, C::BN), src + (off < 0 ? 0 : off) + c * 8, off >= 0);
+            bool valid = off >= 0 && col;
+            cp_async_16(dst + sw128_offset(r, c, C::BN), src + (valid ? off + c * 8 : 0), valid);
         }
     } else {
 #pragma unroll 4
         for (int i = tid; i < C::BN * CH; i += 128) {
             int r = i / CH, c = i % CH;
             int64_t off = rows[r];
-            cp_async_16(dst + sw128_offset(r, c, C::BN), src + (off < 0 ? 0 : off) + c * 8, off >= 0);
+            bool valid = off >= 0 && c < used;
+            cp_async_16(dst + sw128_offset(r, c, C::BN), src + (valid ? off + c * 8 : 0), valid);
         }
     }
 }
@@ -205,10 +212,10 @@ __device__ void wg_produce_rows(const fc_problem &p, const fwd_tile &t, const wg
         char *k = sm.stages + stage * C::STAGE_BYTES;
         int parity = (g / C::STAGES - 1) & 1;
         if (g >= C::STAGES) mbar_wait(&sm.k_empty[stage], parity);
-        wg_load_rows<C, C::DCH>(p.k.data, rows, k, tid);
+        wg_load_rows<C, C::DCH>(p.k.data, rows, k, tid, p.d / 8);
         mbar_cp_async_arrive(&sm.k_full[stage]);
         if (g >= C::STAGES) mbar_wait(&sm.v_empty[stage], parity);
-        wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, k + C::K_BYTES, tid);
+        wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, k + C::K_BYTES, tid, p.d_v / 8);
         mbar_cp_async_arrive(&sm.v_full[stage]);
     }
 }
@@ -239,7 +246,7 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
         int parity = (g / C::STAGES - 1) & 1;
         if (g >= C::STAGES) mbar_wait(&sm.k_empty[stage], parity);
         if (!bulk) {
-            wg_load_rows<C, C::DCH>(p.k.data, rows, k, tid);
+            wg_load_rows<C, C::DCH>(p.k.data, rows, k, tid, p.d / 8);
             mbar_cp_async_arrive(&sm.k_full[stage]);
         } else if (tid == 0) {
             fence_proxy_async(); // cp.async (generic proxy) may have written this buffer before
@@ -250,7 +257,7 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
         }
         if (g >= C::STAGES) mbar_wait(&sm.v_empty[stage], parity);
         if (!bulk) {
-            wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, k + C::K_BYTES, tid);
+            wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, k + C::K_BYTES, tid, p.d_v / 8);
             mbar_cp_async_arrive(&sm.v_full[stage]);
         } else if (tid == 0) {
             mbar_arrive_expect_tx(&sm.v_full[stage], C::V_BYTES);
