@@ -5,38 +5,33 @@
 #include "fwd_kernel.cuh"
 #include "fwd_wgmma.cuh"
 
-// Configs. Decode (s_q * group <= 16 packed rows): KW key warps, each with all 16 rows against its part of
-// the CTA's keys through its own pipeline of 32-key blocks, 3 stages (53 KB per warp at d 128): one warp
-// per scheduler and ~128 KB of K/V requests in flight per SM. KW = 2 (the warps merge in shared memory)
-// when the tiles alone cannot fill the SMs: half the splits (b32 x 1k: none, no merge kernel); KW = 1
-// otherwise (longer CTAs, half the waves: b128 x 1k 186 vs 193 us). Prefill: 4 warps, double
-// buffered, 32-key blocks; up to d 128, 32 rows per warp (128-row tiles: each K/V fragment feeds two
-// MMAs; 255 registers, no spills — 64-key blocks spill and measured slower); above, 16 rows per warp.
+// Configs. Decode (s_q * group <= 16 packed rows): the mma.sync kernel (fwd_kernel.cuh), KW key warps,
+// each with all 16 rows against its part of the CTA's keys through its own pipeline of 32-key blocks,
+// 3 stages (53 KB per warp at d 128): one warp per scheduler and ~128 KB of K/V requests in flight per SM.
+// KW = 2 (the warps merge in shared memory) when the tiles alone cannot fill the SMs: half the splits
+// (b32 x 1k: none, no merge kernel); KW = 1 otherwise (longer CTAs, half the waves: b128 x 1k 186 vs 193 us).
 template <typename T, int D, int DV, int KW> struct decode_cfg {
     typedef fwd_cfg<T, D, DV, 1, 32, 3, 1, KW> type;
 };
-template <typename T, int D, int DV> struct mma_prefill_cfg {
-    static constexpr bool small = D <= 128 && DV <= 128;
-    typedef fwd_cfg<T, D, DV, 4, 32, 2, small ? 2 : 1> type;
-};
-template <typename T, int D, int DV> struct prefill_cfg : mma_prefill_cfg<T, D, DV> {};
-// Prefill: the wgmma kernel (fwd_wgmma.cuh) at every head dim: 128-row tiles, key blocks and Q buffers per
-// head dims (wg_shape); d 96 runs on the d 128 one, its features past 96 zeros (TMA reads them as out of
-// bounds, cp.async does not read them), as does any pair padded to max(d, d_v).
+// Prefill: the wgmma kernel (fwd_wgmma.cuh) at every head dim the dispatch names: 128-row tiles, key
+// blocks and Q buffers per head dims (wg_shape). d 96 runs on the d 128 kernel, its features past 96
+// zeros (TMA reads them as out of bounds, cp.async does not read them), as does any pair padded to
+// max(d, d_v). (The mma.sync prefill this replaced ran d 256 at a third of cuDNN: PERF.md step 41.)
+template <typename T, int D, int DV> struct prefill_cfg; // no kernel: a compile error, not a fallback
 template <typename T> struct prefill_cfg<T, 64, 64> {
     typedef wg_cfg<T, 64, 64> type;
 };
 template <typename T> struct prefill_cfg<T, 96, 96> {
     typedef wg_cfg<T, 128, 128> type;
 };
-template <typename T> struct prefill_cfg<T, 192, 192> {
-    typedef wg_cfg<T, 192, 192> type;
-};
 template <typename T> struct prefill_cfg<T, 128, 128> {
     typedef wg_cfg<T, 128, 128> type;
 };
 template <typename T> struct prefill_cfg<T, 192, 128> {
     typedef wg_cfg<T, 192, 128> type;
+};
+template <typename T> struct prefill_cfg<T, 192, 192> {
+    typedef wg_cfg<T, 192, 192> type;
 };
 template <typename T> struct prefill_cfg<T, 256, 256> {
     typedef wg_cfg<T, 256, 256> type;

@@ -1,13 +1,15 @@
-// fwd_kernel.cuh — the attention forward kernel: cp.async tiles, mma.sync QK^T and PV, online softmax.
+// fwd_kernel.cuh — the decode kernel (and the block info, epilogue and row logic the wgmma prefill shares): cp.async tiles, mma.sync QK^T and PV, online softmax.
 //
 // One CTA computes one tile: BM packed query rows of (sequence b, KV head hk) against the keys of one
 // split of the tile's visible key range. Packed row m stands for query row m / group of query head
 // hk*group + m % group (pack-GQA: the query heads sharing a KV head share every K/V block).
 // Warp w owns packed rows [16 MT w, 16 MT (w + 1)): MT m16 tiles, so each K/V fragment read from shared
-// memory feeds MT MMAs (FlashAttention-2's 32 rows per warp at MT = 2); K/V blocks of BN keys stream through STAGES shared-memory
+// memory feeds MT MMAs; K/V blocks of BN keys stream through STAGES shared-memory
 // buffers by cp.async: each thread copies 16-byte chunks into swizzled rows, the row addresses looked up
-// once per row (the page-table read) into a small table. Decode may instead give a tile KW key warps,
+// once per row (the page-table read) into a small table. Decode gives a tile KW key warps,
 // each with all rows and its own pipeline over a part of the keys (fwd_cfg, merge_key_warps).
+// Prefill ran here too (4 row warps, MT = 2 up to d 128) until the wgmma kernel took every head dim
+// (fwd.cu); fwd_cfg still takes those shapes.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
