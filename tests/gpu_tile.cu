@@ -196,8 +196,8 @@ static float h2f(__half x) { return __half2float(x); }
 
 template <typename T, int N, int MODE>
 __global__ void k_wgmma(const T *A, const T *B, float *D) {
-    __shared__ __align__(1024) char sa[64 * 256];
-    __shared__ __align__(1024) char sb[128 * 256];
+    extern __shared__ __align__(1024) char k_wgmma_smem[]; // A: 16 KB, then B: N x 128 or 128 x N elements
+    char *sa = k_wgmma_smem, *sb = k_wgmma_smem + 64 * 256;
     int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     for (int i = tid; i < 64 * 128; i += 128) // A: 64 rows x 16 chunks
         *(T *)(sa + sw128_offset(i / 128, i % 128 / 8, 64) + i % 8 * 2) = A[i];
@@ -249,7 +249,9 @@ static void test_wgmma(const char *name, T (*from_float)(float), float (*to_floa
     CK(cudaMemcpy(dA, hA, sizeof hA, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dB, hB, sizeof hB, cudaMemcpyHostToDevice));
     CK(cudaMemset(dD, 0xff, sizeof D)); // NaN: every element must be written
-    k_wgmma<T, N, MODE><<<1, 128>>>(dA, dB, dD);
+    int smem = 64 * 256 + 128 * ((N + 63) / 64 * 64) * 2; // MN-major B: whole 64-column atoms
+    CK(cudaFuncSetAttribute(k_wgmma<T, N, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    k_wgmma<T, N, MODE><<<1, 128, smem>>>(dA, dB, dD);
     CK(cudaGetLastError());
     CK(cudaMemcpy(D, dD, sizeof D, cudaMemcpyDeviceToHost));
     double err = 0;
@@ -528,6 +530,14 @@ int main(void) {
     test_wgmma<__nv_bfloat16, 64, 2>("wgmma m64n64k16 bf16, A from registers, B MN-major (transposed)", f2bf, bf2f);
     test_wgmma<__half, 128, 0>("wgmma m64n128k16 fp16, A and B from smem (K-major)", f2h, h2f);
     test_wgmma<__half, 128, 2>("wgmma m64n128k16 fp16, A from registers, B MN-major (transposed)", f2h, h2f);
+    // The N of the prefill kernel's S (key blocks of 64 and 128) and P·V (d_v 64 .. 256) wgmmas.
+    test_wgmma<__nv_bfloat16, 96, 0>("wgmma m64n96k16 bf16, A and B from smem (K-major)", f2bf, bf2f);
+    test_wgmma<__nv_bfloat16, 96, 2>("wgmma m64n96k16 bf16, A from registers, B MN-major (transposed)", f2bf, bf2f);
+    test_wgmma<__nv_bfloat16, 192, 0>("wgmma m64n192k16 bf16, A and B from smem (K-major)", f2bf, bf2f);
+    test_wgmma<__nv_bfloat16, 192, 2>("wgmma m64n192k16 bf16, A from registers, B MN-major (transposed)", f2bf, bf2f);
+    test_wgmma<__nv_bfloat16, 256, 0>("wgmma m64n256k16 bf16, A and B from smem (K-major)", f2bf, bf2f);
+    test_wgmma<__nv_bfloat16, 256, 2>("wgmma m64n256k16 bf16, A from registers, B MN-major (transposed)", f2bf, bf2f);
+    test_wgmma<__half, 256, 2>("wgmma m64n256k16 fp16, A from registers, B MN-major (transposed)", f2h, h2f);
     test_mbarrier();
     test_bulk_copy();
     test_tma();

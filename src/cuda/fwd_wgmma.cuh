@@ -44,7 +44,7 @@ struct wg_cfg {
     static constexpr int MT = 1, ROWS = 2, NWARPS = 4 * CONSUMERS; // fwd_kernel's view of a consumer warp
     static constexpr bool HEAD_MAJOR = false;
     static constexpr int DCH = D / 8, DVCH = DV / 8;                // 16-byte chunks per row
-    static constexpr int PV_N = DV <= 128 ? DV : DV % 128 == 0 ? 128 : 64; // output features per PV wgmma
+    static constexpr int PV_N = DV;                                  // output features per P·V wgmma (one per k-step)
     static constexpr int Q_BYTES = BM * D * 2, K_BYTES = BN * D * 2, V_BYTES = BN * DV * 2;
     static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
     static constexpr int TABLE_BYTES = 2 * 2 * BN * 8;               // two row tables (K, V offsets), alternating

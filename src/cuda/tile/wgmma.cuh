@@ -70,15 +70,40 @@ __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
 
 #define FC_R4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
 #define FC_R32 FC_R4(0), FC_R4(4), FC_R4(8), FC_R4(12), FC_R4(16), FC_R4(20), FC_R4(24), FC_R4(28)
-#define FC_R64 FC_R32, FC_R4(32), FC_R4(36), FC_R4(40), FC_R4(44), FC_R4(48), FC_R4(52), FC_R4(56), FC_R4(60)
-#define FC_D32                                                                                         \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
-    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define FC_D64                                                                                         \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
-    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "   \
-    "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "   \
-    "%59, %60, %61, %62, %63}"
+#define FC_R48 FC_R4(0), FC_R4(4), FC_R4(8), FC_R4(12), FC_R4(16), FC_R4(20), FC_R4(24), FC_R4(28), \
+    FC_R4(32), FC_R4(36), FC_R4(40), FC_R4(44)
+#define FC_R64 FC_R4(0), FC_R4(4), FC_R4(8), FC_R4(12), FC_R4(16), FC_R4(20), FC_R4(24), FC_R4(28), \
+    FC_R4(32), FC_R4(36), FC_R4(40), FC_R4(44), FC_R4(48), FC_R4(52), FC_R4(56), FC_R4(60)
+#define FC_R96 FC_R4(0), FC_R4(4), FC_R4(8), FC_R4(12), FC_R4(16), FC_R4(20), FC_R4(24), FC_R4(28), \
+    FC_R4(32), FC_R4(36), FC_R4(40), FC_R4(44), FC_R4(48), FC_R4(52), FC_R4(56), FC_R4(60), FC_R4(64), \
+    FC_R4(68), FC_R4(72), FC_R4(76), FC_R4(80), FC_R4(84), FC_R4(88), FC_R4(92)
+#define FC_R128 FC_R4(0), FC_R4(4), FC_R4(8), FC_R4(12), FC_R4(16), FC_R4(20), FC_R4(24), FC_R4(28), \
+    FC_R4(32), FC_R4(36), FC_R4(40), FC_R4(44), FC_R4(48), FC_R4(52), FC_R4(56), FC_R4(60), FC_R4(64), \
+    FC_R4(68), FC_R4(72), FC_R4(76), FC_R4(80), FC_R4(84), FC_R4(88), FC_R4(92), FC_R4(96), FC_R4(100), \
+    FC_R4(104), FC_R4(108), FC_R4(112), FC_R4(116), FC_R4(120), FC_R4(124)
+#define FC_D32 "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" "}"
+#define FC_D48 "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47" "}"
+#define FC_D64 "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63" "}"
+#define FC_D96 "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95" "}"
+#define FC_D128 "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127" "}"
 // The instruction text: N, type, accumulator list, then the operand numbers of what follows them.
 #define FC_WGMMA_SS(N, TY, D, A, B, SC, TB)                                                            \
     "{\n.reg .pred p;\nsetp.ne.b32 p, " SC ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY \
@@ -86,39 +111,42 @@ __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
 #define FC_WGMMA_RS(N, TY, D, A0, A1, A2, A3, B, SC, TB)                                               \
     "{\n.reg .pred p;\nsetp.ne.b32 p, " SC ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY \
     "." TY " " D ", {" A0 ", " A1 ", " A2 ", " A3 "}, " B ", p, 1, 1, " TB ";\n}\n"
-
-template <typename T, int N> struct wgmma_op;
-#define FC_WGMMA_OPS(T, TY)                                                                              \
-    template <> struct wgmma_op<T, 64> {                                                                 \
+// One N: R accumulator registers (N / 2); the operands after them are %R, %R+1, ... (O0 .. O6).
+#define FC_WGMMA_OP(T, TY, N, R, O0, O1, O2, O3, O4, O5, O6)                                             \
+    template <> struct wgmma_op<T, N> {                                                                  \
         template <int TB> static __device__ __forceinline__ void ss(float *d, uint64_t a, uint64_t b, int acc) { \
-            asm volatile(FC_WGMMA_SS(64, TY, FC_D32, "%32", "%33", "%34", "%35")                         \
-                         : FC_R32 : "l"(a), "l"(b), "r"(acc), "n"(TB));                                  \
+            asm volatile(FC_WGMMA_SS(N, TY, FC_D##R, O0, O1, O2, O3) : FC_R##R : "l"(a), "l"(b), "r"(acc), "n"(TB)); \
         }                                                                                                \
         template <int TB> static __device__ __forceinline__ void rs(float *d, const uint32_t *a, uint64_t b, int acc) { \
-            asm volatile(FC_WGMMA_RS(64, TY, FC_D32, "%32", "%33", "%34", "%35", "%36", "%37", "%38")    \
-                         : FC_R32 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc), "n"(TB)); \
-        }                                                                                                \
-    };                                                                                                   \
-    template <> struct wgmma_op<T, 128> {                                                                \
-        template <int TB> static __device__ __forceinline__ void ss(float *d, uint64_t a, uint64_t b, int acc) { \
-            asm volatile(FC_WGMMA_SS(128, TY, FC_D64, "%64", "%65", "%66", "%67")                        \
-                         : FC_R64 : "l"(a), "l"(b), "r"(acc), "n"(TB));                                  \
-        }                                                                                                \
-        template <int TB> static __device__ __forceinline__ void rs(float *d, const uint32_t *a, uint64_t b, int acc) { \
-            asm volatile(FC_WGMMA_RS(128, TY, FC_D64, "%64", "%65", "%66", "%67", "%68", "%69", "%70")   \
-                         : FC_R64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc), "n"(TB)); \
+            asm volatile(FC_WGMMA_RS(N, TY, FC_D##R, O0, O1, O2, O3, O4, O5, O6)                         \
+                         : FC_R##R : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc), "n"(TB)); \
         }                                                                                                \
     };
+
+template <typename T, int N> struct wgmma_op;
+#define FC_WGMMA_OPS(T, TY)  \
+    FC_WGMMA_OP(T, TY, 64, 32, "%32", "%33", "%34", "%35", "%36", "%37", "%38") \
+    FC_WGMMA_OP(T, TY, 96, 48, "%48", "%49", "%50", "%51", "%52", "%53", "%54") \
+    FC_WGMMA_OP(T, TY, 128, 64, "%64", "%65", "%66", "%67", "%68", "%69", "%70") \
+    FC_WGMMA_OP(T, TY, 192, 96, "%96", "%97", "%98", "%99", "%100", "%101", "%102") \
+    FC_WGMMA_OP(T, TY, 256, 128, "%128", "%129", "%130", "%131", "%132", "%133", "%134")
 FC_WGMMA_OPS(__nv_bfloat16, "bf16")
 FC_WGMMA_OPS(__half, "f16")
 #undef FC_WGMMA_OPS
+#undef FC_WGMMA_OP
 #undef FC_WGMMA_SS
 #undef FC_WGMMA_RS
 #undef FC_D32
+#undef FC_D48
 #undef FC_D64
+#undef FC_D96
+#undef FC_D128
 #undef FC_R4
 #undef FC_R32
+#undef FC_R48
 #undef FC_R64
+#undef FC_R96
+#undef FC_R128
 
 // d (N/2 floats) (+)= A(smem descriptor) * B(smem descriptor); TB = 1: B is MN-major.
 template <typename T, int N, int TB>
