@@ -28,7 +28,7 @@ template <> struct wg_shape<192, 128> {
     static constexpr int BN = 128, QBUF = 1;      // 48 KB Q + 2 x (48 + 32) KB K/V
 };
 template <> struct wg_shape<192, 192> {
-    static constexpr int BN = 64, QBUF = 2;       // 2 x 48 KB Q + 2 x (24 + 24) KB K/V
+    static constexpr int BN = 96, QBUF = 1;       // 48 KB Q + 2 x (36 + 36) KB K/V
 };
 template <> struct wg_shape<256, 256> {
     static constexpr int BN = 64, QBUF = 1;       // 64 KB Q + 2 x (32 + 32) KB K/V
@@ -52,7 +52,7 @@ struct wg_cfg {
     static constexpr int SMEM_BYTES = 1024 + QBUF * Q_BYTES + STAGES * STAGE_BYTES + TABLE_BYTES + BAR_BYTES;
     static constexpr int PRODUCER_REGS = 72, CONSUMER_REGS = 216;   // 128 * 72 + 256 * 216 = 384 * 168 (the producer spills at 56)
     static_assert(D % 64 == 0 && DV % PV_N == 0 && PV_N % 64 == 0, "wgmma tiles: d and d_v multiples of 64");
-    static_assert(BN == 64 || BN == 128, "S = Q K^T is one wgmma of N = BN; a producer thread per key row");
+    static_assert(BN == 64 || BN == 96 || BN == 128, "S = Q K^T is one wgmma of N = BN; a producer thread per key row");
     static_assert(QBUF == 1 || QBUF == 2, "Q buffers");
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one CTA");
     static_assert(CONSUMERS == 2, "the consumers take turns in pairs (wg_step)");
