@@ -266,6 +266,14 @@ void fc_attn_args_init(fc_attn_args *args);
  * reading tensor contents). 0 on the CPU. */
 fc_status fc_attn_workspace_size(const fc_attn_args *args, size_t *bytes);
 
+/* What fc_attn_fwd would run for args, in words, into buf (n bytes, always NUL-terminated; cut to fit):
+ * the backend, the kernel and its tile shape, the splits. E.g. "cuda: wgmma prefill (kernel d 128 / d_v
+ * 128): 128-row tiles, 4 per CTA, 128-key blocks, 2 Q buffers; 1 split" or "cuda: mma.sync decode (kernel
+ * d 128 / d_v 128): 16-row tiles, 2 key warps, 32-key blocks; 4 splits + merge". For logs and benchmarks:
+ * the wording may change between versions. Validates args as fc_attn_workspace_size does (host-side
+ * contents are not read). */
+fc_status fc_attn_describe(const fc_attn_args *args, char *buf, size_t n);
+
 /* Runs attention (and the append, if k_new is given). workspace may be NULL when the size is 0.
  * stream: a cudaStream_t for FC_DEVICE_CUDA (NULL = default stream); ignored on the CPU. */
 fc_status fc_attn_fwd(const fc_attn_args *args, void *workspace, size_t workspace_bytes, void *stream);

@@ -17,6 +17,10 @@ fc_status fc_cuda_attn_fwd(const fc_problem *p, void *ws, size_t ws_bytes, void 
     (void)p; (void)ws; (void)ws_bytes; (void)stream;
     return no_cuda();
 }
+fc_status fc_cuda_describe(const fc_problem *p, char *buf, size_t n) {
+    (void)p; (void)buf; (void)n;
+    return no_cuda();
+}
 fc_status fc_cuda_merge(const fc_merge_problem *m, void *stream) {
     (void)m; (void)stream;
     return no_cuda();

@@ -112,11 +112,13 @@ fc_status fc_fail_capacity(fc_kv_layout layout, int b, int64_t used, int64_t s_n
 /* Backends (C linkage).                                                                           */
 
 fc_status fc_cpu_attn_fwd(const fc_problem *p);
+int fc_cpu_describe(const fc_problem *p, char *buf, size_t n); /* fc_attn_describe's text for the CPU */
 fc_status fc_cpu_merge(const fc_merge_problem *m);
 
 int fc_cuda_built(void); /* 1 when the library was built with nvcc */
 fc_status fc_cuda_attn_workspace_size(const fc_problem *p, size_t *bytes);
 fc_status fc_cuda_attn_fwd(const fc_problem *p, void *workspace, size_t workspace_bytes, void *stream);
+fc_status fc_cuda_describe(const fc_problem *p, char *buf, size_t n); /* fc_attn_describe's text for CUDA */
 fc_status fc_cuda_merge(const fc_merge_problem *m, void *stream);
 int fc_cuda_device_count(void);
 

@@ -211,6 +211,15 @@ static void check_fwd(fixture *f, const char *label, unsigned mask, const char *
                  fc_status_string(st), fc_last_error());
     else
         expect_failure(f, "fc_attn_workspace_size", label, st, mask, names, 1);
+    char text[64] = "x"; /* fc_attn_describe validates as fc_attn_workspace_size does */
+    st = fc_attn_describe(&f->a, text, sizeof text);
+    if (content)
+        tu_check(st == FC_OK, "[%s] fc_attn_describe reads contents: status \"%s\": %s", label, fc_status_string(st),
+                 fc_last_error());
+    else {
+        expect_failure(f, "fc_attn_describe", label, st, mask, names, 1);
+        tu_check(text[0] == '\0', "[%s] fc_attn_describe failed but left \"%s\" in the buffer", label, text);
+    }
 }
 
 static void check_merge(fixture *f, const char *label, unsigned mask, const char *names) {
@@ -312,6 +321,29 @@ static void valid_call(int kind, fc_dtype dt, const char *label) {
     int64_t n = out->shape[0] * out->stride[0], nans = 0;
     for (int64_t i = 0; i < n; i++) nans += isnan(tu_load(out->data, out->dtype, i));
     tu_check(nans == 0, "[%s] valid call left %lld output elements NaN", label, (long long)nans);
+    fx_free(&f);
+    case_end();
+}
+
+/* fc_attn_describe: the CPU's plan in words; NUL-terminated when cut; a NULL or empty buffer is an error. */
+static void describe_calls(void) {
+    if (!case_begin("fc_attn_describe")) return;
+    fixture f;
+    fx_init(&f, FX_DENSE, FC_BF16);
+    char text[200], small[8];
+    fc_status st = fc_attn_describe(&f.a, text, sizeof text);
+    tu_check(st == FC_OK && strncmp(text, "cpu: ", 5) == 0 && strstr(text, "split") && strstr(text, "thread"),
+             "describe: %s, \"%s\": %s", fc_status_string(st), text, fc_last_error());
+    memset(small, 'x', sizeof small);
+    st = fc_attn_describe(&f.a, small, sizeof small);
+    tu_check(st == FC_OK && memchr(small, '\0', sizeof small) == small + 7 && strncmp(small, text, 7) == 0,
+             "describe into 8 bytes: %s, \"%.8s\"", fc_status_string(st), small);
+    st = fc_attn_describe(&f.a, NULL, 10);
+    tu_check(st == FC_ERR_INVALID_ARGUMENT && strstr(fc_last_error(), "buf"), "describe(NULL buf): %s: %s",
+             fc_status_string(st), fc_last_error());
+    st = fc_attn_describe(&f.a, text, 0);
+    tu_check(st == FC_ERR_INVALID_ARGUMENT && strstr(fc_last_error(), "buf"), "describe(size 0): %s: %s",
+             fc_status_string(st), fc_last_error());
     fx_free(&f);
     case_end();
 }
@@ -792,6 +824,7 @@ int main(void) {
     printf("test_validation: flashc %s%s\n", fc_version(), cuda ? " (CUDA device present)" : "");
     statuses_and_basics();
     valid_calls();
+    describe_calls();
     valid_edges();
     valid_views();
     null_args();

@@ -44,6 +44,7 @@ typedef struct bench_result {
     fc_status status;
     int sets;                  /* GPU: input sets rotated through (K/V beyond L2) */
     int64_t nonfinite;         /* GPU: output elements left NaN/inf (every element is looked at) */
+    char kernel[200];          /* what ran (fc_attn_describe) */
 } bench_result;
 
 static bench_case case_default(void) {
@@ -461,7 +462,7 @@ static void check_cuda(const bench_case *c, const fc_attn_args *host, const dev_
 }
 
 static bench_result run_case_cuda(const bench_case *c, const bench_opts *o) {
-    bench_result r = {NAN, NAN, NAN, NAN, NAN, NAN, FC_OK, 0, 0};
+    bench_result r = {NAN, NAN, NAN, NAN, NAN, NAN, FC_OK, 0, 0, ""};
     cuda_init(o);
     bench_buffers buf = {0};
     fc_attn_args a;
@@ -475,6 +476,7 @@ static bench_result run_case_cuda(const bench_case *c, const bench_opts *o) {
     size_t ws_bytes = 0;
     void *ws = NULL;
     r.status = fc_attn_workspace_size(&sets[0].a, &ws_bytes);
+    if (r.status == FC_OK) r.status = fc_attn_describe(&sets[0].a, r.kernel, sizeof r.kernel);
     if (r.status == FC_OK && ws_bytes) ws = dev_alloc(ws_bytes);
     if (r.status == FC_OK) r.status = time_cuda(sets, nsets, ws, ws_bytes, o, &r.ms);
     if (r.status == FC_OK) {
@@ -523,7 +525,7 @@ static int cuda_forward_works(char *why, size_t n) {
 static void cuda_init(const bench_opts *o) {}
 
 static bench_result run_case_cuda(const bench_case *c, const bench_opts *o) {
-    bench_result r = {NAN, NAN, NAN, NAN, NAN, NAN, FC_ERR_NO_DEVICE, 0, 0};
+    bench_result r = {NAN, NAN, NAN, NAN, NAN, NAN, FC_ERR_NO_DEVICE, 0, 0, ""};
     return r;
 }
 
@@ -535,11 +537,12 @@ static int cuda_forward_works(char *why, size_t n) {
 
 static bench_result run_case(const bench_case *c, const bench_opts *o) {
     if (o->device == FC_DEVICE_CUDA) return run_case_cuda(c, o);
-    bench_result r = {NAN, NAN, NAN, NAN, NAN, NAN, FC_OK, 0, 0};
+    bench_result r = {NAN, NAN, NAN, NAN, NAN, NAN, FC_OK, 0, 0, ""};
     bench_buffers buf = {0};
     fc_attn_args a;
     setup_args(c, o, &buf, &a);
-    r.status = time_runs(&a, o, &r.ms);
+    r.status = fc_attn_describe(&a, r.kernel, sizeof r.kernel);
+    if (r.status == FC_OK) r.status = time_runs(&a, o, &r.ms);
     if (r.status == FC_OK) {
         r.tflops = case_flops(c) / (r.ms * 1e-3) / 1e12;
         r.gbps = case_bytes(c) / (r.ms * 1e-3) / 1e9;
@@ -588,16 +591,18 @@ static void print_result(const bench_case *c, const bench_opts *o, const bench_r
         char err[32], ratio[32], naive[32];
         printf("{\"case\":\"%s\",\"device\":\"%s\",\"dtype\":\"%s\",\"b\":%d,\"s_q\":%d,\"s_k\":%d,\"h_q\":%d,\"h_k\":%d,"
                "\"d\":%d,\"d_v\":%d,\"page_size\":%d,\"causal\":%d,\"ms\":%.4f,\"tflops\":%.6f,\"gbps\":%.3f,"
-               "\"max_err\":%s,\"err_ratio\":%s,\"check\":\"%s\",\"naive_ms\":%s,\"sets\":%d,\"nonfinite\":%lld}\n",
+               "\"max_err\":%s,\"err_ratio\":%s,\"check\":\"%s\",\"naive_ms\":%s,\"sets\":%d,\"nonfinite\":%lld,"
+               "\"kernel\":\"%s\"}\n",
                c->name, dev, dtype_str(c->dtype), c->b, c->s_q, c->s_k, c->h_q, c->h_k, c->d, c->d_v, c->page_size,
                c->causal, r->ms, r->tflops, r->gbps, json_num(err, "%.3e", r->max_err),
                json_num(ratio, "%.4f", r->err_ratio), check_word(o, r), json_num(naive, "%.2f", r->naive_ms), r->sets,
-               (long long)r->nonfinite);
+               (long long)r->nonfinite, r->kernel);
         return;
     }
     printf("%-24s %-4s %4d %6d %6d %4d %4d %4d %4d %6d %9.4f %9.4f %8.2f %10.2e %8.3f %5s\n", c->name, dev, c->b, c->s_q,
            c->s_k, c->h_q, c->h_k, c->d, c->page_size, c->causal, r->ms, r->tflops, r->gbps, r->max_err, r->err_ratio,
            check_word(o, r));
+    printf("%-24s %s\n", "", r->kernel);
     if (r->nonfinite)
         printf("%-20s %lld output elements not finite (left unwritten, or NaN)\n", "", (long long)r->nonfinite);
     if (o->naive && !isnan(r->naive_ms))

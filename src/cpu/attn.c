@@ -1,5 +1,6 @@
 /* attn.c — fc_cpu_attn_fwd: choose the split count, allocate everything, append, run the tiles on the
  * worker threads, merge the splits. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "cpu/cpu.h"
@@ -91,6 +92,21 @@ static fc_status allocate_run(fc_cpu_attn *a, int workers) {
                    workers, a->splits);
 }
 
+/* Threads for p: work too small to split (under ~1M multiply-adds, tens of microseconds) runs on the
+ * calling thread: starting workers would cost more than they take off. */
+static int plan_threads(const fc_problem *p) {
+    double work = (double)p->total_q * p->h_q * ((double)longest_key_blocks(p) * BK) * (p->d + p->d_v);
+    return work < (1 << 20) ? 1 : fc_get_num_threads();
+}
+
+int fc_cpu_describe(const fc_problem *p, char *buf, size_t n) {
+    int group = p->h_q / p->h_k, threads = plan_threads(p);
+    int64_t tiles = count_tiles(p, group);
+    int splits = tiles < 0 ? 1 : fc_plan_num_splits(p->num_splits, tiles, longest_key_blocks(p), threads);
+    return snprintf(buf, n, "cpu: %lld tiles of %d packed query rows x %d-key blocks, %d split%s, %d thread%s",
+                    (long long)tiles, BM, BK, splits, splits == 1 ? "" : "s", threads, threads == 1 ? "" : "s");
+}
+
 fc_status fc_cpu_attn_fwd(const fc_problem *p) {
     fc_cpu_attn a = {0};
     a.p = p;
@@ -100,10 +116,7 @@ fc_status fc_cpu_attn_fwd(const fc_problem *p) {
     if (a.n_tiles < 0) return fc_fail(FC_ERR_OUT_OF_MEMORY, "workspace", "too many tiles of %d query rows to list", BM);
     a.part_rows = p->total_q;
     a.scratch_floats = fc_cpu_scratch_floats(p);
-    /* Work too small to split (under ~1M multiply-adds, tens of microseconds) runs on the calling thread:
-     * starting workers would cost more than they take off. */
-    double work = (double)p->total_q * p->h_q * ((double)longest_key_blocks(p) * BK) * (p->d + p->d_v);
-    int threads = work < (1 << 20) ? 1 : fc_get_num_threads();
+    int threads = plan_threads(p);
     a.splits = fc_plan_num_splits(p->num_splits, a.n_tiles, longest_key_blocks(p), threads);
     int64_t items = a.n_tiles * a.splits;
     int workers = items < threads ? (int)(items > 0 ? items : 1) : threads;

@@ -1,5 +1,6 @@
 // fwd.cu — host side of the forward kernel: tile configs, split planning, launch per head dim and dtype.
 #include <cudaTypedefs.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "fwd_kernel.cuh"
@@ -128,6 +129,16 @@ static int64_t tiles_of_problem(const fc_problem *p, int rows) {
 // What the split planner needs to know of a config.
 struct cfg_info {
     int rows, bn, smem, threads, kw; // kw: key warps, each taking a part of a split's blocks
+    bool wg;                         // the wgmma kernel (else fwd_kernel's mma.sync)
+    int d, dv, tile_rows, qbuf;      // the kernel's head dims, rows per tile, Q buffers (wgmma)
+};
+
+// Q buffers of a config (wg_cfg's; fwd_kernel has one).
+template <class C, class = void> struct qbuf_of {
+    static constexpr int n = 1;
+};
+template <class C> struct qbuf_of<C, decltype(void(C::QBUF))> {
+    static constexpr int n = C::QBUF;
 };
 
 static int sm_count(void) {
@@ -142,7 +153,8 @@ static int sm_count(void) {
 template <class C>
 static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (info) {
-        *info = cfg_info{C::BM * tiles_of<C>::n, C::BN, C::SMEM_BYTES, C::THREADS, pipe_of<C>::kw};
+        *info = cfg_info{C::BM * tiles_of<C>::n, C::BN, C::SMEM_BYTES, C::THREADS, pipe_of<C>::kw,
+                         tiles_of<C>::wg, C::D, C::DV, C::BM, qbuf_of<C>::n};
         return FC_OK;
     }
     int group = p->h_q / p->h_k;
@@ -206,7 +218,7 @@ static fc_status dispatch(const fc_problem *p, fc_split_ws ws, cudaStream_t stre
 // Splits: enough CTAs for one wave over the SMs (plan.c), counting how many CTAs of the chosen config
 // fit on an SM by shared memory and threads.
 int fc_cuda_plan_splits(const fc_problem *p) {
-    cfg_info c = {16, 64, 64 * 1024, 32, 1};
+    cfg_info c = {16, 64, 64 * 1024, 32, 1, false, 0, 0, 16, 1};
     fc_split_ws none = {1, NULL, NULL};
     if (dispatch(p, none, 0, &c) != FC_OK) return 1;
     int n_blocks = (p->s_k + c.bn - 1) / c.bn / c.kw; // blocks per key warp at one split
@@ -218,6 +230,23 @@ fc_status fc_cuda_fwd_supported(const fc_problem *p) {
     cfg_info c;
     fc_split_ws none = {1, NULL, NULL};
     return dispatch(p, none, 0, &c);
+}
+
+fc_status fc_cuda_describe(const fc_problem *p, char *buf, size_t n) {
+    cfg_info c;
+    fc_split_ws none = {1, NULL, NULL};
+    fc_status st = dispatch(p, none, 0, &c);
+    if (st != FC_OK) return st;
+    int splits = fc_cuda_plan_splits(p), tiles = c.rows / c.tile_rows;
+    const char *app = p->k_new.data && p->s_new > 0 ? "append, then " : "";
+    if (c.wg)
+        snprintf(buf, n, "cuda: %swgmma prefill (kernel d %d / d_v %d): %d-row tiles, %d per CTA, %d-key blocks, %d Q buffer%s; "
+                 "%d split%s", app, c.d, c.dv, c.tile_rows, tiles, c.bn, c.qbuf, c.qbuf == 1 ? "" : "s", splits,
+                 splits == 1 ? "" : "s + merge");
+    else
+        snprintf(buf, n, "cuda: %smma.sync decode (kernel d %d / d_v %d): %d-row tiles, %d key warp%s, %d-key blocks; %d split%s",
+                 app, c.d, c.dv, c.tile_rows, c.kw, c.kw == 1 ? "" : "s", c.bn, splits, splits == 1 ? "" : "s + merge");
+    return FC_OK;
 }
 
 fc_status fc_cuda_launch_fwd(const fc_problem *p, fc_split_ws ws, cudaStream_t stream) {
