@@ -71,8 +71,11 @@ $(B)/src/cuda_none.o: src/cuda_none.c include/flashc.h src/internal.h
 	@mkdir -p $(dir $@)
 	$(CC) $(FC_CFLAGS) -c $< -o $@
 
-$(B)/libflashc.so: $(LIB_OBJ) Makefile
-	$(CC) -shared $(LDFLAGS) -o $@ $(LIB_OBJ) $(LDLIBS)
+# The shared library: SONAME libflashc.so.0 (build/ holds the link of that name too), exports flashc.h's
+# functions only (src/flashc.map).
+$(B)/libflashc.so: $(LIB_OBJ) src/flashc.map Makefile
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,libflashc.so.0 -Wl,--version-script=src/flashc.map -o $@ $(LIB_OBJ) $(LDLIBS)
+	ln -sf libflashc.so $(B)/libflashc.so.0
 
 $(B)/libflashc.a: $(LIB_OBJ) Makefile
 	rm -f $@ && ar rcs $@ $(LIB_OBJ)
@@ -184,7 +187,8 @@ fuzz-run: fuzz
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/flashc.h $(DESTDIR)$(PREFIX)/include/
-	install -m 755 $(B)/libflashc.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(B)/libflashc.so $(DESTDIR)$(PREFIX)/lib/libflashc.so.0
+	ln -sf libflashc.so.0 $(DESTDIR)$(PREFIX)/lib/libflashc.so
 	install -m 644 $(B)/libflashc.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(B)/flashc-bench $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@PRIVATE@|$(PC_PRIVATE)|' flashc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/flashc.pc

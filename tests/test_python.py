@@ -223,6 +223,25 @@ def check_layout():
     return not bad, "%d sizes/offsets compared%s" % (len(want), (", differ: %s" % bad) if bad else "")
 
 
+@check("libflashc.so: SONAME libflashc.so.0, exports exactly flashc.h's functions")
+def check_exports():
+    lib = os.path.join(ROOT, "build", "libflashc.so")
+    nm, readelf = shutil.which("nm"), shutil.which("readelf")
+    if not os.path.exists(lib) or nm is None or readelf is None:
+        return None, "no build/libflashc.so, nm or readelf"
+    with open(os.path.join(ROOT, "include", "flashc.h")) as f:
+        header = f.read()
+    declared = set(re.findall(r"^(?!static)[A-Za-z_][\w ]*?\**\b(fc_\w+)\(", header, re.M))
+    out = subprocess.run([nm, "-D", "--defined-only", lib], capture_output=True, text=True).stdout
+    exported = {l.split()[-1].split("@")[0] for l in out.splitlines() if l.split() and l.split()[-1].startswith("fc_")}
+    soname = re.findall(r"SONAME.*\[(.*)\]", subprocess.run([readelf, "-d", lib], capture_output=True, text=True).stdout)
+    others = [l.split()[-1] for l in out.splitlines() if l.split() and l.split()[1] in "TDBR" and
+              not l.split()[-1].startswith("fc_") and l.split()[-1] != "FLASHC_0"]
+    ok = declared == exported and soname == ["libflashc.so.0"] and not others and len(declared) >= 10
+    return ok, "soname %s; %d declared, %d exported; missing %s, extra %s, other symbols %s" % (
+        soname, len(declared), len(exported), sorted(declared - exported), sorted(exported - declared), others[:5])
+
+
 @check("flashc-bench: malformed numbers exit 2 naming the option; rows carry a pass/fail check")
 def check_bench_cli():
     bench = os.path.join(ROOT, "build", "flashc-bench")
