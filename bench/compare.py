@@ -3,7 +3,7 @@
 usage: python3 bench/compare.py [--set decode|prefill|all|table] [--json PATH] [--png PATH] [--eager]
                                 [--samples N] [--warmup N] [--only SUBSTRING] [--fresh] [--flashc-only]
 
-Shapes are the performance targets of DESIGN.md: paged decode (page 16; batch 1, 8, 32, 128 x context
+Shapes are the performance targets of docs/PERF.md: paged decode (page 16; batch 1, 8, 32, 128 x context
 1k, 8k, 32k; page 1 and 256 at batch 8 x 32k; 32 query heads over 8 KV heads, d 128, bf16) and prefill
 (d 128, h 16, 16k tokens at seqlen 2k .. 16k, causal and not). flashc runs paged decode through
 flash_attn_with_kvcache; torch has no paged attention, so its SDPA gets the same logical K/V as one

@@ -1,4 +1,4 @@
-/* gpu_attn.c — the CUDA backend against the CPU backend and the float64 oracle, over DESIGN.md's sweep. */
+/* gpu_attn.c — the CUDA backend against the CPU backend and the float64 oracle, over the feature sweep (the groups below). */
 /*
  * Each case: random host inputs (never zeros), mirrored to the GPU; FC_DEVICE_CUDA runs on a non-default
  * stream with a cudaMalloc'd workspace and NaN-poisoned outputs; FC_DEVICE_CPU runs on the host copies;

@@ -52,7 +52,7 @@ static bench_case case_default(void) {
     return c;
 }
 
-/* Named shapes: prefill and decode as in DESIGN.md's performance method. */
+/* Named shapes: the prefill and decode targets of docs/PERF.md. */
 static const bench_case named_cases[] = {
     /* name            b   s_q    s_k    h_q h_k d    d_v  causal wl  wr  page splits softcap alibi sinks dtype */
     {"prefill-2k",      1, 2048,  2048,  16, 16, 128, 128, 0, -1, -1, 0,  0, 0, 0, 0, FC_BF16},
@@ -228,7 +228,7 @@ static double visible_pairs(const bench_case *c) {
 /* FLOPs: 2 per multiply-add in Q·K^T (d) and P·V (d_v), over visible pairs. */
 static double case_flops(const bench_case *c) { return 2.0 * visible_pairs(c) * (c->d + c->d_v) * c->h_q * c->b; }
 
-/* Bytes of K and V read once (DESIGN.md's count: what bounds decode). */
+/* Bytes of K and V read once (docs/PERF.md's count: what bounds decode). */
 static double case_bytes(const bench_case *c) {
     double es = (double)fc_dtype_size(c->dtype);
     return es * (double)c->b * c->s_k * c->h_k * (c->d + c->d_v);
