@@ -270,8 +270,8 @@ fc_status fc_attn_workspace_size(const fc_attn_args *args, size_t *bytes);
  * the backend, the kernel and its tile shape, the splits. E.g. "cuda: wgmma prefill (kernel d 128 / d_v
  * 128): 128-row tiles, 4 per CTA, 128-key blocks, 2 Q buffers; 1 split" or "cuda: mma.sync decode (kernel
  * d 128 / d_v 128): 16-row tiles, 2 key warps, 32-key blocks; 4 splits + merge". For logs and benchmarks:
- * the wording may change between versions. Validates args as fc_attn_workspace_size does (host-side
- * contents are not read). */
+ * the wording may change between versions. Validates args as fc_attn_fwd does (on the CPU, the contents
+ * of cu_seqlens, seqused_k and page tables too: the plan depends on them). */
 fc_status fc_attn_describe(const fc_attn_args *args, char *buf, size_t n);
 
 /* Runs attention (and the append, if k_new is given). workspace may be NULL when the size is 0.

@@ -751,8 +751,8 @@ fc_status fc_attn_workspace_size(const fc_attn_args *args, size_t *bytes) {
 fc_status fc_attn_describe(const fc_attn_args *args, char *buf, size_t n) {
     if (!buf || n == 0) return fc_fail(FC_ERR_INVALID_ARGUMENT, "buf", "is NULL or of size 0");
     buf[0] = '\0';
-    fc_problem p;
-    TRY(make_problem(args, &p, 0));
+    fc_problem p; /* the CPU's plan reads the lengths: host contents are checked first, as fc_attn_fwd does */
+    TRY(make_problem(args, &p, args && args->device == FC_DEVICE_CPU));
     if (p.device == FC_DEVICE_CUDA) TRY(fc_cuda_describe(&p, buf, n));
     else fc_cpu_describe(&p, buf, n);
     fc_clear_error();
