@@ -1,5 +1,5 @@
 /* fuzz_api.c — libFuzzer target over the public API: fc_attn_fwd (validation, CPU kernels, append,
- * rotary), fc_attn_workspace_size and fc_merge_states, on arguments decoded from the fuzzer's bytes.
+ * rotary), fc_attn_workspace_size, fc_attn_describe and fc_merge_states, on arguments decoded from the fuzzer's bytes.
  *
  * Every tensor points to a heap block of its own sized exactly to the view's extent (max offset + 1
  * elements), so ASan sees any access outside a view. Shapes, strides, lengths and the contents of the
@@ -1170,8 +1170,16 @@ static void run_attn(reader *r) {
         check_error(&c, st_ws, "fc_attn_workspace_size");
         if (ws != (size_t)0x5a5a5a5a) violation("fc_attn_workspace_size wrote *bytes on error", NULL);
     }
+    char text[160];
+    fc_status st_d = fc_attn_describe(a, text, sizeof text);
+    char d_msg[512];
+    snprintf(d_msg, sizeof d_msg, "%s", fc_last_error());
+    if (st_d != FC_OK) check_error(&c, st_d, "fc_attn_describe");
+    else if (strncmp(text, "cpu: ", 5)) violation("fc_attn_describe: not a CPU plan", text);
     fc_status st = fc_attn_fwd(a, NULL, 0, NULL);
     if (verbose) fprintf(stderr, "  -> %s: %s\n", fc_status_string(st), fc_last_error());
+    if ((st_d != FC_OK && (st != st_d || strcmp(d_msg, fc_last_error()))) || (st_d == FC_OK && st == FC_ERR_INVALID_ARGUMENT))
+        violation("fc_attn_fwd and fc_attn_describe disagree", d_msg);
     if (st_ws != FC_OK && (st != st_ws || strcmp(ws_msg, fc_last_error())))
         violation("fc_attn_fwd and fc_attn_workspace_size disagree", ws_msg);
     if (st != FC_OK) {
