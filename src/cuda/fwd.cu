@@ -18,24 +18,11 @@ template <typename T, int D, int DV, int KW> struct decode_cfg {
 // blocks and Q buffers per head dims (wg_shape). d 96 runs on the d 128 kernel, its features past 96
 // zeros (TMA reads them as out of bounds, cp.async does not read them), as does any pair padded to
 // max(d, d_v). (The mma.sync prefill this replaced ran d 256 at a third of cuDNN: PERF.md step 41.)
-template <typename T, int D, int DV> struct prefill_cfg; // no kernel: a compile error, not a fallback
-template <typename T> struct prefill_cfg<T, 64, 64> {
-    typedef wg_cfg<T, 64, 64> type;
+template <typename T, int D, int DV> struct prefill_cfg {
+    typedef wg_cfg<T, D, DV> type; // wg_shape holds its tile shape; wg_cfg's asserts reject what it cannot run
 };
 template <typename T> struct prefill_cfg<T, 96, 96> {
     typedef wg_cfg<T, 128, 128> type;
-};
-template <typename T> struct prefill_cfg<T, 128, 128> {
-    typedef wg_cfg<T, 128, 128> type;
-};
-template <typename T> struct prefill_cfg<T, 192, 128> {
-    typedef wg_cfg<T, 192, 128> type;
-};
-template <typename T> struct prefill_cfg<T, 192, 192> {
-    typedef wg_cfg<T, 192, 192> type;
-};
-template <typename T> struct prefill_cfg<T, 256, 256> {
-    typedef wg_cfg<T, 256, 256> type;
 };
 
 // Query tiles per CTA: wg_cfg's CTAs take TILES tiles each (fwd_wgmma.cuh, wg_tile_of), others one.

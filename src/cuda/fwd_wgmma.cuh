@@ -44,14 +44,13 @@ struct wg_cfg {
     static constexpr int MT = 1, ROWS = 2, NWARPS = 4 * CONSUMERS; // fwd_kernel's view of a consumer warp
     static constexpr bool HEAD_MAJOR = false;
     static constexpr int DCH = D / 8, DVCH = DV / 8;                // 16-byte chunks per row
-    static constexpr int PV_N = DV;                                  // output features per P·V wgmma (one per k-step)
     static constexpr int Q_BYTES = BM * D * 2, K_BYTES = BN * D * 2, V_BYTES = BN * DV * 2;
     static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
     static constexpr int TABLE_BYTES = 2 * 2 * BN * 8;               // two row tables (K, V offsets), alternating
     static constexpr int BAR_BYTES = (2 * QBUF + 4 * STAGES) * 8;
     static constexpr int SMEM_BYTES = 1024 + QBUF * Q_BYTES + STAGES * STAGE_BYTES + TABLE_BYTES + BAR_BYTES;
     static constexpr int PRODUCER_REGS = 72, CONSUMER_REGS = 216;   // 128 * 72 + 256 * 216 = 384 * 168 (the producer spills at 56)
-    static_assert(D % 64 == 0 && DV % PV_N == 0 && PV_N % 64 == 0, "wgmma tiles: d and d_v multiples of 64");
+    static_assert(D % 64 == 0 && DV % 64 == 0, "wgmma tiles: d and d_v multiples of 64 (P·V: one wgmma of N = d_v)");
     static_assert(BN == 64 || BN == 96 || BN == 128, "S = Q K^T is one wgmma of N = BN; a producer thread per key row");
     static_assert(QBUF == 1 || QBUF == 2, "Q buffers");
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one CTA");
@@ -319,17 +318,12 @@ __device__ __forceinline__ void wg_qk(const char *sq, const char *sk, float *s) 
     wgmma_commit();
 }
 
-// Issue O += P V(block at sv): BN / 16 k-steps, each DV / PV_N wgmmas of PV_N features (chunk c: the
-// accumulators from c PV_N / 2 on, V's 64-feature atoms from c PV_N / 64 on), one commit group.
+// Issue O += P V(block at sv): BN / 16 k-steps of one wgmma of N = DV each, one commit group.
 template <class C>
 __device__ __forceinline__ void wg_pv(uint32_t (*pa)[4], const char *sv, float *o) {
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < C::BN / 16; kk++)
-#pragma unroll
-        for (int c = 0; c < C::DV / C::PV_N; c++)
-            wgmma_rs<typename C::T, C::PV_N, 1>(o + c * C::PV_N / 2, pa[kk],
-                                                 wgmma_desc_mn(sv + c * (C::PV_N / 64) * C::BN * 128, C::BN, kk), 1);
+    for (int kk = 0; kk < C::BN / 16; kk++) wgmma_rs<typename C::T, C::DV, 1>(o, pa[kk], wgmma_desc_mn(sv, C::BN, kk), 1);
     wgmma_commit();
 }
 
