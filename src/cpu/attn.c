@@ -111,7 +111,7 @@ fc_status fc_cpu_attn_fwd(const fc_problem *p) {
     fc_cpu_attn a = {0};
     a.p = p;
     a.group = p->h_q / p->h_k;
-    a.qscale = p->softcap > 0.0f ? p->scale / p->softcap : p->scale;
+    a.qscale = p->softcap > 0.0f ? 1.0f : p->scale;
     a.n_tiles = count_tiles(p, a.group);
     if (a.n_tiles < 0) return fc_fail(FC_ERR_OUT_OF_MEMORY, "workspace", "too many tiles of %d query rows to list", BM);
     a.part_rows = p->total_q;

@@ -114,7 +114,7 @@ typedef struct fc_cpu_attn {
     const fc_problem *p;
     int group;                 /* query heads per KV head */
     int splits;                /* key splits per tile; items = tiles * splits */
-    float qscale;              /* folded into Q: scale, or scale / softcap */
+    float qscale;              /* folded into Q: scale, or 1 with a softcap */
     const fc_cpu_tile *tiles;
     int64_t n_tiles;
     float *scratch;            /* per worker: scratch_floats floats */

@@ -81,7 +81,9 @@ static void init_rows(const fc_cpu_attn *a, const fc_cpu_tile *t, const fc_seqle
     }
 }
 
-/* q[i][0..d) = qscale * round(rotate(q row)) for each row of the tile. */
+/* q[i][0..d) = qscale * round(rotate(q row)) for each row of the tile (qscale is 1 with a softcap:
+ * scale / softcap may be near FLT_MAX, and q times it would overflow where the dot product times it
+ * only saturates the tanh). */
 static void load_queries(const fc_cpu_attn *a, const fc_cpu_tile *t, const fc_seqlen *s, const tile_rows *rw,
                          float *restrict q) {
     const fc_problem *p = a->p;
@@ -218,8 +220,10 @@ static void fold_rows(tile_rows *rw, int dv, float *restrict o, float *restrict 
  * that are not fully visible to the tile) the mask lo <= j < hi. pos = r + s_k - s_q. */
 static void modify_scores(const fc_problem *p, float *restrict x, int jb, int pos, int lo, int hi, float slope,
                           int masked) {
-    if (p->softcap > 0.0f)
-        for (int j = 0; j < BK; j++) x[j] = p->softcap * tanhf(x[j]);
+    if (p->softcap > 0.0f) {
+        float mul = p->scale / p->softcap; /* a normal float (fc_attn_fwd checks) */
+        for (int j = 0; j < BK; j++) x[j] = p->softcap * tanhf(x[j] * mul);
+    }
     if (p->alibi)
         for (int j = 0; j < BK; j++) {
             int dist = pos - (jb + j);
