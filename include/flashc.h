@@ -279,6 +279,37 @@ fc_status fc_attn_describe(const fc_attn_args *args, char *buf, size_t n);
 fc_status fc_attn_fwd(const fc_attn_args *args, void *workspace, size_t workspace_bytes, void *stream);
 
 /* ---------------------------------------------------------------------------------------------- */
+/* Plans: validate and plan once, run many times (e.g. once per batch step, then once per layer)    */
+
+/* An attention call planned once: the arguments validated, the kernel and split count chosen, the
+ * workspace sized. fc_plan_run then runs it with new data pointers (each layer's q, caches and out)
+ * for only the cost of re-checking them. On the CPU the split count comes from the lengths held by
+ * cu_seqlens / seqused_k at plan time; later runs may change those contents (they are re-checked on
+ * every run; any split count gives the same result up to float rounding).
+ * A plan is immutable after fc_plan_create: several threads may run it at once (each with its own
+ * workspace on CUDA). It holds no device memory and never reads through the planned pointers after
+ * fc_plan_create returns. */
+typedef struct fc_plan fc_plan;
+
+/* Validates args as fc_attn_fwd does (nothing is run or written) and plans the call into *plan, which
+ * fc_plan_destroy frees. *plan is NULL on failure. */
+fc_status fc_plan_create(const fc_attn_args *args, fc_plan **plan);
+
+/* Bytes of workspace each fc_plan_run of this plan needs (as fc_attn_workspace_size). */
+fc_status fc_plan_workspace_size(const fc_plan *plan, size_t *bytes);
+
+/* fc_attn_fwd(args, ...) with the plan's decisions. args must equal the planned arguments in
+ * everything but the data pointers of its tensors: the same tensors present, the same dtypes, shapes
+ * and strides, the same scalars (else FC_ERR_INVALID_ARGUMENT naming the first field that differs,
+ * e.g. "q: shape[1] = 5 differs from the plan's 4"). Pointers are checked as fc_attn_fwd checks them
+ * (alignment, overlap of written views; on the CPU the contents of the index tensors). */
+fc_status fc_plan_run(const fc_plan *plan, const fc_attn_args *args, void *workspace, size_t workspace_bytes,
+                      void *stream);
+
+/* Frees a plan (NULL is fine). */
+void fc_plan_destroy(fc_plan *plan);
+
+/* ---------------------------------------------------------------------------------------------- */
 /* Merging partial attention states                                                                */
 
 /* n partial results over disjoint key sets, each (out_s, lse_s), merge into

@@ -514,6 +514,18 @@ static int views_disjoint(const fc_tensor *a, const fc_tensor *b) {
     return is_injective(u);
 }
 
+/* The tensors of fc_attn_args, in declaration order (the overlap check and fc_plan_run walk them). */
+const char *const fc_attn_tensor_names[FC_ATTN_TENSORS] = {
+    "q", "k", "v", "out", "lse", "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "page_table", "k_new", "v_new",
+    "rotary_cos", "rotary_sin", "alibi_slopes", "sinks"};
+
+const fc_tensor *fc_attn_tensor(const fc_attn_args *a, int i) {
+    const fc_tensor *t[FC_ATTN_TENSORS] = {&a->q, &a->k, &a->v, &a->out, &a->lse, &a->cu_seqlens_q, &a->cu_seqlens_k,
+                                           &a->seqused_k, &a->page_table, &a->k_new, &a->v_new, &a->rotary_cos,
+                                           &a->rotary_sin, &a->alibi_slopes, &a->sinks};
+    return t[i];
+}
+
 typedef struct named {
     const fc_tensor *t;
     const char *name;
@@ -543,11 +555,8 @@ static fc_status check_written_views(const named *written, int n_written, const 
 
 /* out, lse, and the cache (k, v) when appending. */
 static fc_status check_written(const fc_attn_args *a, const fc_problem *p) {
-    const named all[] = {{&a->q, "q"}, {&a->k, "k"}, {&a->v, "v"}, {&a->out, "out"}, {&a->lse, "lse"},
-                         {&a->cu_seqlens_q, "cu_seqlens_q"}, {&a->cu_seqlens_k, "cu_seqlens_k"},
-                         {&a->seqused_k, "seqused_k"}, {&a->page_table, "page_table"}, {&a->k_new, "k_new"},
-                         {&a->v_new, "v_new"}, {&a->rotary_cos, "rotary_cos"}, {&a->rotary_sin, "rotary_sin"},
-                         {&a->alibi_slopes, "alibi_slopes"}, {&a->sinks, "sinks"}};
+    named all[FC_ATTN_TENSORS];
+    for (int i = 0; i < FC_ATTN_TENSORS; i++) all[i] = (named){fc_attn_tensor(a, i), fc_attn_tensor_names[i]};
     named written[4];
     int n = 0;
     written[n++] = (named){&a->out, "out"};
@@ -556,7 +565,7 @@ static fc_status check_written(const fc_attn_args *a, const fc_problem *p) {
         written[n++] = (named){&a->k, "k"};
         written[n++] = (named){&a->v, "v"};
     }
-    return check_written_views(written, n, all, (int)(sizeof all / sizeof all[0]));
+    return check_written_views(written, n, all, FC_ATTN_TENSORS);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -759,22 +768,30 @@ fc_status fc_attn_describe(const fc_attn_args *args, char *buf, size_t n) {
     return FC_OK;
 }
 
-fc_status fc_attn_fwd(const fc_attn_args *args, void *workspace, size_t workspace_bytes, void *stream) {
-    fc_problem p;
-    TRY(make_problem(args, &p, args && args->device == FC_DEVICE_CPU));
+fc_status fc_attn_problem(const fc_attn_args *args, fc_problem *p) {
+    return make_problem(args, p, args && args->device == FC_DEVICE_CPU);
+}
+
+fc_status fc_attn_run_problem(const fc_problem *p, void *workspace, size_t workspace_bytes, void *stream) {
     fc_status st;
-    if (p.device == FC_DEVICE_CPU) {
-        st = fc_cpu_attn_fwd(&p);
+    if (p->device == FC_DEVICE_CPU) {
+        st = fc_cpu_attn_fwd(p);
     } else {
         size_t need = 0;
-        TRY(fc_cuda_attn_workspace_size(&p, &need));
+        TRY(fc_cuda_attn_workspace_size(p, &need));
         if (need > 0 && (!workspace || workspace_bytes < need || (uintptr_t)workspace % 256 != 0))
             return fc_fail(FC_ERR_INVALID_ARGUMENT, "workspace", "needs %zu bytes, 256-byte aligned; got %zu at %p", need,
                            workspace_bytes, workspace);
-        st = fc_cuda_attn_fwd(&p, workspace, workspace_bytes, stream);
+        st = fc_cuda_attn_fwd(p, workspace, workspace_bytes, stream);
     }
     if (st == FC_OK) fc_clear_error();
     return st;
+}
+
+fc_status fc_attn_fwd(const fc_attn_args *args, void *workspace, size_t workspace_bytes, void *stream) {
+    fc_problem p;
+    TRY(fc_attn_problem(args, &p));
+    return fc_attn_run_problem(&p, workspace, workspace_bytes, stream);
 }
 
 /* ---------------------------------------------------------------------------------------------- */

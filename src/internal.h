@@ -109,11 +109,23 @@ void fc_clear_error(void);
 fc_status fc_fail_capacity(fc_kv_layout layout, int b, int64_t used, int64_t s_new, int64_t cap, int page_size);
 
 /* ---------------------------------------------------------------------------------------------- */
+/* api.c's pieces that fc_plan (plan_run.c) reuses.                                                 */
+
+#define FC_ATTN_TENSORS 15
+extern const char *const fc_attn_tensor_names[FC_ATTN_TENSORS];
+const fc_tensor *fc_attn_tensor(const fc_attn_args *a, int i); /* i-th tensor of a, in declaration order */
+/* Validates args into p (on the CPU the contents of the index tensors too), as fc_attn_fwd does. */
+fc_status fc_attn_problem(const fc_attn_args *args, fc_problem *p);
+/* Runs a validated problem (checks the workspace on CUDA). */
+fc_status fc_attn_run_problem(const fc_problem *p, void *workspace, size_t workspace_bytes, void *stream);
+
+/* ---------------------------------------------------------------------------------------------- */
 /* Backends (C linkage).                                                                           */
 
 fc_status fc_cpu_attn_fwd(const fc_problem *p);
 int fc_cpu_describe(const fc_problem *p, char *buf, size_t n); /* fc_attn_describe's text for the CPU */
 fc_status fc_cpu_merge(const fc_merge_problem *m);
+int fc_cpu_splits(const fc_problem *p); /* the split count fc_cpu_attn_fwd would choose */
 
 int fc_cuda_built(void); /* 1 when the library was built with nvcc */
 fc_status fc_cuda_attn_workspace_size(const fc_problem *p, size_t *bytes);
@@ -121,6 +133,7 @@ fc_status fc_cuda_attn_fwd(const fc_problem *p, void *workspace, size_t workspac
 fc_status fc_cuda_describe(const fc_problem *p, char *buf, size_t n); /* fc_attn_describe's text for CUDA */
 fc_status fc_cuda_merge(const fc_merge_problem *m, void *stream);
 int fc_cuda_device_count(void);
+int fc_cuda_splits(const fc_problem *p); /* the split count fc_cuda_attn_fwd would choose */
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Host heuristics (plan.c).                                                                       */

@@ -215,6 +215,11 @@ static void check_fwd(fixture *f, const char *label, unsigned mask, const char *
     st = fc_attn_describe(&f->a, text, sizeof text);
     expect_failure(f, "fc_attn_describe", label, st, mask, names, 1);
     tu_check(text[0] == '\0', "[%s] fc_attn_describe failed but left \"%s\" in the buffer", label, text);
+    fc_plan *plan = (fc_plan *)&bytes; /* fc_plan_create validates as fc_attn_fwd does and leaves NULL */
+    st = fc_plan_create(&f->a, &plan);
+    expect_failure(f, "fc_plan_create", label, st, mask, names, 1);
+    tu_check(plan == NULL, "[%s] fc_plan_create failed but returned a plan", label);
+    fc_plan_destroy(st == FC_OK ? plan : NULL);
 }
 
 static void check_merge(fixture *f, const char *label, unsigned mask, const char *names) {
@@ -352,6 +357,100 @@ static void valid_calls(void) {
     valid_call(FX_DENSE_APPEND, FC_FP16, "valid dense append");
     valid_call(FX_MERGE, FC_BF16, "valid merge");
     valid_call(FX_MERGE, FC_FP32, "valid merge fp32");
+}
+
+/* fc_plan: a run equals fc_attn_fwd bit for bit, with the planned pointers or new ones; a run whose
+ * arguments differ from the plan's in anything but data pointers fails naming the field, writing nothing. */
+static void plan_equals_fwd(int kind, fc_dtype dt, const char *label) {
+    if (!case_begin(label)) return;
+    fixture f;
+    fx_init(&f, kind, dt);
+    size_t n_out = (size_t)(f.a.out.shape[0] * f.a.out.stride[0]) * tu_esize(dt);
+    fc_status st = fc_attn_fwd(&f.a, NULL, 0, NULL);
+    unsigned char *want = malloc(n_out);
+    memcpy(want, f.a.out.data, n_out);
+    fc_plan *plan = NULL;
+    size_t bytes = 777;
+    st = st == FC_OK ? fc_plan_create(&f.a, &plan) : st;
+    if (st == FC_OK) st = fc_plan_workspace_size(plan, &bytes);
+    tu_check(st == FC_OK && bytes == 0, "[%s] plan: %s, %zu workspace bytes: %s", label, fc_status_string(st), bytes,
+             fc_last_error());
+    fx_poison(&f.a.out);
+    st = fc_plan_run(plan, &f.a, NULL, 0, NULL);
+    tu_check(st == FC_OK && memcmp(want, f.a.out.data, n_out) == 0, "[%s] run with the planned pointers: %s (%s), "
+             "out %s fc_attn_fwd's", label, fc_status_string(st), fc_last_error(), st == FC_OK ? "differs from" : "vs");
+    fc_attn_args moved = f.a; /* q and out somewhere else */
+    moved.q.data = f.spare;
+    memcpy(f.spare, f.a.q.data, (size_t)(f.a.q.shape[0] * f.a.q.stride[0]) * tu_esize(dt));
+    moved.out.data = fx_alloc(&f);
+    st = fc_plan_run(plan, &moved, NULL, 0, NULL);
+    tu_check(st == FC_OK && memcmp(want, moved.out.data, n_out) == 0, "[%s] run with new q, out: %s (%s)", label,
+             fc_status_string(st), fc_last_error());
+    fc_plan_destroy(plan);
+    fx_free(&f);
+    case_end();
+}
+
+/* A plan of fixture kind, then a run with args edited by the statements: fails naming names, writes nothing. */
+#define PLAN_MISMATCH(kind, names, ...)                                                                 \
+    do {                                                                                                \
+        if (case_begin("plan run: " #__VA_ARGS__)) {                                                    \
+            fixture fx_;                                                                                \
+            fx_init(&fx_, kind, FC_BF16);                                                               \
+            fixture *f = &fx_;                                                                          \
+            fc_plan *plan = NULL;                                                                       \
+            fc_status st_ = fc_plan_create(&f->a, &plan);                                               \
+            tu_check(st_ == FC_OK, "plan: %s", fc_last_error());                                        \
+            fc_attn_args *a = &f->a;                                                                    \
+            __VA_ARGS__;                                                                                \
+            memcpy(f->snap, f->arena, f->used);                                                         \
+            st_ = fc_plan_run(plan, a, NULL, 0, NULL);                                                  \
+            expect_failure(f, "fc_plan_run", #__VA_ARGS__, st_, INV, names, 1);                         \
+            fc_plan_destroy(plan);                                                                      \
+            fx_free(f);                                                                                 \
+            case_end();                                                                                 \
+        }                                                                                               \
+    } while (0)
+
+static void plans(void) {
+    plan_equals_fwd(FX_DENSE, FC_BF16, "plan dense bf16");
+    plan_equals_fwd(FX_DENSE, FC_FP32, "plan dense fp32");
+    plan_equals_fwd(FX_VARLEN, FC_FP16, "plan varlen");
+    plan_equals_fwd(FX_PAGED_APPEND, FC_BF16, "plan paged append");
+    plan_equals_fwd(FX_DENSE_APPEND, FC_BF16, "plan dense append");
+    PLAN_MISMATCH(FX_DENSE, "q", a->q.shape[1] = 3);
+    PLAN_MISMATCH(FX_DENSE, "k", a->k.stride[0] += 64);
+    PLAN_MISMATCH(FX_DENSE, "lse", a->lse.data = NULL);
+    PLAN_MISMATCH(FX_DENSE, "out", a->out.dtype = FC_FP16);
+    PLAN_MISMATCH(FX_DENSE, "causal", a->causal = 0);
+    PLAN_MISMATCH(FX_DENSE, "softmax_scale", a->softmax_scale = 0.5f);
+    PLAN_MISMATCH(FX_DENSE, "num_splits", a->num_splits = 2);
+    PLAN_MISMATCH(FX_VARLEN, "max_seqlen_q", a->max_seqlen_q = 4);
+    PLAN_MISMATCH(FX_DENSE, "out", a->out.data = a->q.data);                   /* same shape, but overlaps q */
+    PLAN_MISMATCH(FX_DENSE, "q", a->q.data = offset_bytes(a->q.data, 1));       /* misaligned */
+    PLAN_MISMATCH(FX_VARLEN, "cu_seqlens_q", set_i32(&a->cu_seqlens_q, 2, 9)); /* contents re-checked */
+    PLAN_MISMATCH(FX_PAGED_APPEND, "page_table", set_i32(&a->page_table, 0, 6));
+    if (case_begin("plan: NULL arguments")) {
+        fixture f;
+        fx_init(&f, FX_DENSE, FC_BF16);
+        fc_plan *plan = NULL;
+        size_t bytes;
+        tu_check(fc_plan_create(&f.a, NULL) == FC_ERR_INVALID_ARGUMENT && names_match(fc_last_error(), "plan"),
+                 "fc_plan_create(plan NULL): %s", fc_last_error());
+        tu_check(fc_plan_create(NULL, &plan) == FC_ERR_INVALID_ARGUMENT && !plan && names_match(fc_last_error(), "args"),
+                 "fc_plan_create(args NULL): %s", fc_last_error());
+        tu_check(fc_plan_run(NULL, &f.a, NULL, 0, NULL) == FC_ERR_INVALID_ARGUMENT && names_match(fc_last_error(), "plan"),
+                 "fc_plan_run(NULL plan): %s", fc_last_error());
+        tu_check(fc_plan_workspace_size(NULL, &bytes) == FC_ERR_INVALID_ARGUMENT, "fc_plan_workspace_size(NULL)");
+        tu_check(fc_plan_create(&f.a, &plan) == FC_OK, "plan: %s", fc_last_error());
+        tu_check(fc_plan_run(plan, NULL, NULL, 0, NULL) == FC_ERR_INVALID_ARGUMENT && names_match(fc_last_error(), "args"),
+                 "fc_plan_run(NULL args): %s", fc_last_error());
+        tu_check(fc_plan_workspace_size(plan, NULL) == FC_ERR_INVALID_ARGUMENT, "fc_plan_workspace_size(bytes NULL)");
+        fc_plan_destroy(plan);
+        fc_plan_destroy(NULL);
+        fx_free(&f);
+        case_end();
+    }
 }
 
 /* Boundary values that are valid: num_splits 128, window 0, causal with window_left, append to exactly full. */
@@ -560,7 +659,7 @@ static void paged(void) {
     FWD_CONTENT(FX_PAGED_APPEND, INV, "page_table", set_i32(&a->page_table, 0, -1));
     FWD_CONTENT(FX_PAGED_APPEND, INV, "page_table", set_i32(&a->page_table, 4, 6)); /* 6 pages: 0..5 */
     FWD_CONTENT(FX_PAGED_APPEND, INV, "page_table", set_i32(&a->page_table, 3, 1000));
-    FWD_CONTENT(FX_PAGED_APPEND, INV, "page_table", set_i32(&a->seqused_k, 0, 7); set_i32(&a->page_table, 1, 6)); /* page 1 of seq 0 only receives appended keys */
+    FWD_CONTENT(FX_PAGED_APPEND, INV, "page_table", set_i32(&a->seqused_k, 0, 7); set_i32(&a->page_table, 0, 6)); /* page 1 of seq 0 only receives appended keys */
     FWD_CONTENT(FX_PAGED_APPEND, INV, "seqused_k", set_i32(&a->seqused_k, 0, -1));
     FWD_CONTENT(FX_PAGED_APPEND, INV, "seqused_k|k_new", set_i32(&a->seqused_k, 0, 25));  /* capacity 3 * 8 */
 }
@@ -820,6 +919,7 @@ int main(void) {
     statuses_and_basics();
     valid_calls();
     describe_calls();
+    plans();
     valid_edges();
     valid_views();
     null_args();

@@ -99,10 +99,14 @@ static int plan_threads(const fc_problem *p) {
     return work < (1 << 20) ? 1 : fc_get_num_threads();
 }
 
+int fc_cpu_splits(const fc_problem *p) {
+    int64_t tiles = count_tiles(p, p->h_q / p->h_k);
+    return tiles < 0 ? 1 : fc_plan_num_splits(p->num_splits, tiles, longest_key_blocks(p), plan_threads(p));
+}
+
 int fc_cpu_describe(const fc_problem *p, char *buf, size_t n) {
-    int group = p->h_q / p->h_k, threads = plan_threads(p);
-    int64_t tiles = count_tiles(p, group);
-    int splits = tiles < 0 ? 1 : fc_plan_num_splits(p->num_splits, tiles, longest_key_blocks(p), threads);
+    int threads = plan_threads(p), splits = fc_cpu_splits(p);
+    int64_t tiles = count_tiles(p, p->h_q / p->h_k);
     return snprintf(buf, n, "cpu: %lld tiles of %d packed query rows x %d-key blocks, %d split%s, %d thread%s",
                     (long long)tiles, BM, BK, splits, splits == 1 ? "" : "s", threads, threads == 1 ? "" : "s");
 }

@@ -19,6 +19,8 @@ extern "C" int fc_cuda_device_count(void) {
     return n;
 }
 
+extern "C" int fc_cuda_splits(const fc_problem *p) { return fc_cuda_plan_splits(p); }
+
 extern "C" fc_status fc_cuda_attn_workspace_size(const fc_problem *p, size_t *bytes) {
     *bytes = 0;
     fc_status st = fc_cuda_fwd_supported(p);

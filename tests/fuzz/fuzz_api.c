@@ -1,5 +1,5 @@
 /* fuzz_api.c — libFuzzer target over the public API: fc_attn_fwd (validation, CPU kernels, append,
- * rotary), fc_attn_workspace_size, fc_attn_describe and fc_merge_states, on arguments decoded from the fuzzer's bytes.
+ * rotary), fc_attn_workspace_size, fc_attn_describe, fc_plan_create / fc_plan_run and fc_merge_states, on arguments decoded from the fuzzer's bytes.
  *
  * Every tensor points to a heap block of its own sized exactly to the view's extent (max offset + 1
  * elements), so ASan sees any access outside a view. Shapes, strides, lengths and the contents of the
@@ -1176,8 +1176,15 @@ static void run_attn(reader *r) {
     snprintf(d_msg, sizeof d_msg, "%s", fc_last_error());
     if (st_d != FC_OK) check_error(&c, st_d, "fc_attn_describe");
     else if (strncmp(text, "cpu: ", 5)) violation("fc_attn_describe: not a CPU plan", text);
-    fc_status st = fc_attn_fwd(a, NULL, 0, NULL);
-    if (verbose) fprintf(stderr, "  -> %s: %s\n", fc_status_string(st), fc_last_error());
+    fc_plan *plan = NULL; /* fc_plan_create validates as fc_attn_fwd does; half the cases run through it */
+    int via_plan = pick(r, 2); /* the last byte read: earlier reproducers decode as they did */
+    fc_status st_p = fc_plan_create(a, &plan);
+    if (st_p != st_d || (st_p != FC_OK && strcmp(d_msg, fc_last_error())))
+        violation("fc_plan_create and fc_attn_describe disagree", fc_last_error());
+    if (st_p != FC_OK && plan) violation("fc_plan_create failed but returned a plan", NULL);
+    fc_status st = plan && via_plan ? fc_plan_run(plan, a, NULL, 0, NULL) : fc_attn_fwd(a, NULL, 0, NULL);
+    fc_plan_destroy(plan);
+    if (verbose) fprintf(stderr, "  -> %s%s: %s\n", plan && via_plan ? "(plan) " : "", fc_status_string(st), fc_last_error());
     if ((st_d != FC_OK && (st != st_d || strcmp(d_msg, fc_last_error()))) || (st_d == FC_OK && st == FC_ERR_INVALID_ARGUMENT))
         violation("fc_attn_fwd and fc_attn_describe disagree", d_msg);
     if (st_ws != FC_OK && (st != st_ws || strcmp(ws_msg, fc_last_error())))
