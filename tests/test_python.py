@@ -187,6 +187,13 @@ def gather(cache, table, i, n):
 
 CHECKS = []
 SKIPS = []
+COLD_ONLY = set()  # checks of the build and the process (compilers, CLI), run once
+
+
+def cold_only(fn):
+    """Marks the check just registered as one that the cached pass skips."""
+    COLD_ONLY.add(CHECKS[-1][0])
+    return fn
 
 
 def check(name):
@@ -200,6 +207,7 @@ def add(name, fn, *args, **kw):
     CHECKS.append((name, lambda: fn(*args, **kw)))
 
 
+@cold_only
 @check("struct layout matches flashc.h (C compiler)")
 def check_layout():
     cc = shutil.which("cc") or shutil.which("gcc")
@@ -223,6 +231,7 @@ def check_layout():
     return not bad, "%d sizes/offsets compared%s" % (len(want), (", differ: %s" % bad) if bad else "")
 
 
+@cold_only
 @check("libflashc.so: SONAME libflashc.so.0, exports exactly flashc.h's functions")
 def check_exports():
     lib = os.path.join(ROOT, "build", "libflashc.so")
@@ -242,6 +251,7 @@ def check_exports():
         soname, len(declared), len(exported), sorted(declared - exported), sorted(exported - declared), others[:5])
 
 
+@cold_only
 @check("flashc-bench: malformed numbers exit 2 naming the option; rows carry a pass/fail check")
 def check_bench_cli():
     bench = os.path.join(ROOT, "build", "flashc-bench")
@@ -261,6 +271,7 @@ def check_bench_cli():
     return ok, "malformed: %s; row check column %r" % (wrong or "all rejected", rows[0][-1] if rows else None)
 
 
+@cold_only
 @check("the default thread count is read once (FLASHC_NUM_THREADS at the first call)")
 def check_threads_read_once():
     code = ("import os, sys; sys.path.insert(0, %r); import flashc; a = flashc.get_num_threads(); "
@@ -945,6 +956,84 @@ def check_paged_capacity():
     return combine(*results, (fits.shape == (2, 1, 2, 64), "an exact fit runs"))
 
 
+# ---------------------------------------------------------------- plans (flashc.plan) and the plan cache
+
+
+def _layers(rng, n, shape, dtype="float16"):
+    return [randn(rng, shape, dtype) for _ in range(n)]
+
+
+@check("plan: runs over several layers equal the functions' results bit for bit (func, varlen, kvcache)")
+def check_plan_runs():
+    rng = np.random.default_rng(7)
+    bad = []
+    qs, ks, vs = _layers(rng, 3, (2, 5, 4, 64)), _layers(rng, 3, (2, 9, 2, 64)), _layers(rng, 3, (2, 9, 2, 64))
+    p = flashc.plan(flashc.flash_attn_func, qs[0], ks[0], vs[0], causal=True, return_attn_probs=True)
+    for i in range(3):
+        got, want = p.run(qs[i], ks[i], vs[i]), flashc.flash_attn_func(qs[i], ks[i], vs[i], causal=True,
+                                                                       return_attn_probs=True)
+        bad += ["func layer %d" % i] if not (np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])) else []
+    cq, ck = cu([3, 4]), cu([5, 8])
+    qs, ks, vs = _layers(rng, 2, (7, 4, 64)), _layers(rng, 2, (13, 2, 64)), _layers(rng, 2, (13, 2, 64))
+    p = flashc.plan(flashc.flash_attn_varlen_func, qs[0], ks[0], vs[0], cq, ck, 4, 8, softcap=5.0)
+    for i in range(2):
+        got = p.run(qs[i], ks[i], vs[i])
+        bad += ["varlen layer %d" % i] if not np.array_equal(
+            got, flashc.flash_attn_varlen_func(qs[i], ks[i], vs[i], cq, ck, 4, 8, softcap=5.0)) else []
+    lens = np.array([3, 6], np.int32)
+    caches = [(randn(rng, (2, 12, 2, 64), "float16"), randn(rng, (2, 12, 2, 64), "float16")) for _ in range(2)]
+    twins = [(kc.copy(), vc.copy()) for kc, vc in caches]
+    q, kn, vn = randn(rng, (2, 1, 4, 64), "float16"), randn(rng, (2, 1, 2, 64), "float16"), randn(rng, (2, 1, 2, 64), "float16")
+    p = flashc.plan(flashc.flash_attn_with_kvcache, q, *caches[0], kn, vn, cache_seqlens=lens, causal=True)
+    for i in range(2):
+        got = p.run(q, caches[i][0], caches[i][1], kn, vn)
+        want = flashc.flash_attn_with_kvcache(q, twins[i][0], twins[i][1], kn, vn, cache_seqlens=lens, causal=True)
+        same_cache = np.array_equal(caches[i][0], twins[i][0]) and np.array_equal(caches[i][1], twins[i][1])
+        bad += ["kvcache layer %d" % i] if not (np.array_equal(got, want) and same_cache) else []
+    out = np.full((2, 1, 4, 64), np.nan, np.float16)
+    got = p.run(q, caches[0][0], caches[0][1], kn, vn, out=out)
+    bad += [] if got is out and np.array_equal(out, p.run(q, *caches[0], kn, vn)) else ["out="]
+    return not bad, "differ: %s" % bad if bad else "3 + 2 + 2 layers and out= equal"
+
+
+@check("plan: a run with another layout, a missing or extra array, or a bad fn raises naming it")
+def check_plan_errors():
+    rng = np.random.default_rng(8)
+    q, k, v = randn(rng, (1, 4, 2, 64), "float16"), randn(rng, (1, 6, 2, 64), "float16"), randn(rng, (1, 6, 2, 64), "float16")
+    p = flashc.plan(flashc.flash_attn_func, q, k, v)
+    lens = np.array([2], np.int32)
+    pk = flashc.plan(flashc.flash_attn_with_kvcache, q, k, v, cache_seqlens=lens)
+    return combine(
+        raises(FlashcError, "q", p.run, randn(rng, (1, 5, 2, 64), "float16"), k, v),
+        raises(FlashcError, "k", p.run, q, k.astype(np.float32), v),
+        raises(FlashcError, "out", p.run, q, k, v, out=np.empty((1, 4, 2, 32), np.float16)),
+        raises(FlashcError, "lse", p.run, q, k, v, lse=np.empty((1, 2, 4), np.float32)),
+        raises(FlashcError, "run", pk.run, q, k, v, randn(rng, (1, 1, 2, 64), "float16"), randn(rng, (1, 1, 2, 64), "float16")),
+        raises(FlashcError, "run", p.run, q, k, v, v),
+        raises(FlashcError, "plan", flashc.plan, flashc.merge_states, q, k),
+        raises(TypeError, "flash_attn_func", flashc.plan, flashc.flash_attn_func, q, k, v, bogus=1),
+        (np.array_equal(p.run(np.ascontiguousarray(q.swapaxes(2, 3)).swapaxes(2, 3), k, v), flashc.flash_attn_func(q, k, v)),
+         "a q whose last dim is strided is copied, as the functions copy it"),
+        raises(FlashcError, "q", p.run, np.ascontiguousarray(np.concatenate([q, q], 3))[..., :64], k, v))
+
+
+@check("plan cache: cached calls follow new values of an int cache_seqlens and of arrays updated in place")
+def check_plan_cache_values():
+    rng = np.random.default_rng(9)
+    q, kc, vc = randn(rng, (2, 1, 4, 64), "float32"), randn(rng, (2, 20, 2, 64), "float32"), randn(rng, (2, 20, 2, 64), "float32")
+    lens = np.zeros(2, np.int32)
+    bad = []
+    for n in (5, 9, 5, 20, 1):
+        lens[:] = n  # the same array, new contents
+        a = flashc.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=n)
+        b = flashc.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens)
+        c = flashc.flash_attn_with_kvcache(q, kc[:, :n].copy(), vc[:, :n].copy())
+        if not (np.array_equal(a, b) and np.allclose(a, c, atol=1e-5)):
+            bad.append(n)
+    return combine((not bad, "cache_seqlens values that differ: %s" % bad if bad else "5 values agree"),
+                   raises(FlashcError, "cache_seqlens", flashc.flash_attn_with_kvcache, q, kc, vc, cache_seqlens=21))
+
+
 # ---------------------------------------------------------------- torch (CPU tensors), when importable
 
 
@@ -1112,16 +1201,22 @@ add_torch_checks()
 def main():
     passed = failed = 0
     t0 = time.time()
-    for name, fn in CHECKS:
-        try:
-            ok, info = fn()
-        except Exception as e:  # noqa: BLE001
-            ok, info = False, "raised %s: %s" % (type(e).__name__, e)
-        if ok is None:
-            print("SKIP %s: %s" % (name, info))
-            continue
-        passed, failed = passed + bool(ok), failed + (not ok)
-        print("%s %s: %s" % ("PASS" if ok else "FAIL", name, info))
+    # Every check runs twice: cold (each call of the flash_attn-style functions takes the slow path and
+    # caches its plan), then again with fresh arrays of the same layouts, when the calls take the cached
+    # plans (flashc._plan): both paths must pass every check.
+    flashc._clear_plan_cache()
+    for label, checks in (("", CHECKS), (" [cached plans]", [c for c in CHECKS if c[0] not in COLD_ONLY])):
+        for name, fn in checks:
+            try:
+                ok, info = fn()
+            except Exception as e:  # noqa: BLE001
+                ok, info = False, "raised %s: %s" % (type(e).__name__, e)
+            if ok is None:
+                if not label:
+                    print("SKIP %s: %s" % (name, info))
+                continue
+            passed, failed = passed + bool(ok), failed + (not ok)
+            print("%s %s%s: %s" % ("PASS" if ok else "FAIL", name, label, info))
     for s in SKIPS:
         print("SKIP %s" % s)
     print("(%.1f s)" % (time.time() - t0))

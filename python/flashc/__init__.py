@@ -1,10 +1,11 @@
 """flashc — ctypes binding of libflashc: flash_attn-compatible attention on numpy arrays and torch tensors."""
-from ._attention import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache, merge_states
+from ._attention import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache, merge_states, plan
+from ._plan import Plan, clear_cache as _clear_plan_cache
 from ._call import check_errors as _check_errors
 from ._lib import FlashcError, c_int as _c_int, check as _check, check_errors_on as _check_errors_on
 from ._lib import lib as _lib, set_check_errors_on as _set_check_errors_on
 
-__all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "merge_states",
+__all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "merge_states", "plan", "Plan",
            "FlashcError", "version", "cuda_available", "set_num_threads", "get_num_threads",
            "check_errors", "set_check_errors", "get_check_errors"]
 

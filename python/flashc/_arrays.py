@@ -70,12 +70,22 @@ def _elem_strides(x):
 
 
 _EMPTY = ctypes.create_string_buffer(256)  # a non-NULL address for empty arrays (never dereferenced)
+EMPTY_ADDRESS = ctypes.addressof(_EMPTY)
+
+
+def tensor_type():
+    """torch.Tensor if the program imported torch, else None."""
+    t = _torch()
+    return None if t is None else t.Tensor
 
 
 def _data_ptr(x):
     """The array's address; an empty array may have none (torch), yet must not read as absent (NULL)."""
     ptr = x.data_ptr() if is_torch(x) else x.ctypes.data
-    return ptr or ctypes.addressof(_EMPTY)
+    return ptr or EMPTY_ADDRESS
+
+
+address = _data_ptr
 
 
 def _itemsize(x):

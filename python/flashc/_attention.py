@@ -1,7 +1,9 @@
 """_attention.py — flash_attn-compatible entry points (forward only) over fc_attn_fwd and fc_merge_states."""
+import inspect
 import numbers
 
 from . import _arrays as A
+from . import _plan
 from ._call import attn_call, merge_call
 from ._lib import c_float, fail
 
@@ -39,17 +41,52 @@ def _softmax_scale(softmax_scale):
     return scale
 
 
-def _outputs(c, q, out_shape, lse_shape, want_lse):
-    """Allocates out (q's library, device and dtype) and, when wanted, a float32 lse; sets both."""
-    out = A.empty_like(q, out_shape)
+def _outputs(c, q, out_shape, lse_shape, want_lse, out=None):
+    """Sets out (the caller's, or allocated in q's library, device and dtype) and, when wanted, a newly
+    allocated float32 lse."""
+    if out is None:
+        out = A.empty_like(q, out_shape)
+    else:
+        out = A.as_inplace(A.check_array(out, "out"), "out")
+        if A.shape_of(out) != tuple(out_shape) or A.dtype_name(out) != A.dtype_name(q):
+            fail("out: shape %s, dtype %s; expected %s, %s (q's dtype)" % (A.shape_of(out), A.dtype_name(out),
+                                                                          tuple(out_shape), A.dtype_name(q)))
     lse = A.empty_like(q, lse_shape, "float32") if want_lse else None
     c.set_many(out=out, lse=lse)
     return out, lse
 
 
+def _fast(scalars, tensors, out, build, args, slots, result):
+    """Runs a call through the plan cache (_plan.lookup): with a cached plan, only the addresses are
+    written; else build(*args) builds the call, it runs, and its plan is cached when the tensors went as
+    they are. build(*args) -> (call, out, lse); result(out, lse) -> what the entry point returns."""
+    hit = _plan.lookup(scalars, tensors + (out,))
+    if hit is not None and hit[0]:
+        if out is not None:
+            hit[1].pop()
+        return hit[0].launch(hit[1], out, None)
+    c, o, l = build(*args)
+    c.run_attn()
+    if hit is not None and hit[0] is None:
+        _plan.learn(hit[2], c, slots, tensors, o, l, result)
+    return result(o, l)
+
+
+def _ret_out_lse_none(want_lse):
+    return (lambda o, l: (o, l, None)) if want_lse else (lambda o, l: o)
+
+
+def _ret_out_lse(want_lse):
+    return (lambda o, l: (o, l)) if want_lse else (lambda o, l: o)
+
+
+_RET_OUT_LSE_NONE = (_ret_out_lse_none(False), _ret_out_lse_none(True))  # flash_attn_func, varlen: out or (out, lse, None)
+_RET_OUT_LSE = (_ret_out_lse(False), _ret_out_lse(True))                  # flash_attn_with_kvcache: out or (out, lse)
+
+
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                     softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *,
-                    sinks=None, num_splits=0):
+                    sinks=None, num_splits=0, out=None):
     """Attention over dense batches, as flash_attn.flash_attn_func (forward only).
 
     q (b, s_q, h, d), k (b, s_k, h_k, d), v (b, s_k, h_k, d_v); numpy arrays, torch CPU or CUDA tensors.
@@ -58,10 +95,21 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     Differences from flash_attn: dropout_p must be 0 (ValueError otherwise); deterministic is ignored
     (the forward is deterministic); no autograd; softmax_scale=0 raises (pass None for 1/sqrt(d)).
     Extras: sinks (h,) float32 sink logits; num_splits (0 = chosen by flashc, at most 128) splits the
-    key range. Inputs the C API cannot read as they are (last dim not contiguous, byte-swapped, not
+    key range; out= writes into the caller's array. Inputs the C API cannot read as they are (last dim not contiguous, byte-swapped, not
     aligned) are copied. Scalars that a C int or a float32 cannot hold raise FlashcError naming them.
     """
     _no_dropout(dropout_p)
+    scalars = ("func", softmax_scale, causal, window_size, softcap, num_splits, bool(return_attn_probs))
+    return _fast(scalars, (q, k, v, alibi_slopes, sinks), out, _func_call,
+                 (q, k, v, softmax_scale, causal, window_size, softcap, alibi_slopes, return_attn_probs, sinks,
+                  num_splits, out), _FUNC_SLOTS, _RET_OUT_LSE_NONE[bool(return_attn_probs)])
+
+
+_FUNC_SLOTS = ("q", "k", "v", "alibi_slopes", "sinks")
+
+
+def _func_call(q, k, v, softmax_scale, causal, window_size, softcap, alibi_slopes, return_attn_probs, sinks,
+               num_splits, out):
     q = A.as_data(q, "q")
     k, v = A.as_data(k, "k"), A.as_data(v, "v")
     A.need_ndim(q, (4,), "q")
@@ -69,16 +117,15 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     b, s_q, h, _ = A.shape_of(q)
     c = attn_call(q)
     c.set_many(q=q, k=k, v=v)
-    out, lse = _outputs(c, q, (b, s_q, h, A.shape_of(v)[-1]), (b, h, s_q), return_attn_probs)
+    out, lse = _outputs(c, q, (b, s_q, h, A.shape_of(v)[-1]), (b, h, s_q), return_attn_probs, out)
     _scores(c, q, softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, num_splits)
-    c.run_attn()
-    return (out, lse, None) if return_attn_probs else out
+    return c, out, lse
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                            alibi_slopes=None, deterministic=False, return_attn_probs=False, block_table=None,
-                           *, seqused_k=None, sinks=None, num_splits=0):
+                           *, seqused_k=None, sinks=None, num_splits=0, out=None):
     """Attention over packed variable-length batches, as flash_attn.flash_attn_varlen_func (forward only).
 
     q (total_q, h, d) with cu_seqlens_q (b+1); k (total_k, h_k, d), v (total_k, h_k, d_v) with cu_seqlens_k
@@ -95,6 +142,21 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     flashc.check_errors and flashc.set_check_errors.
     """
     _no_dropout(dropout_p)
+    scalars = ("varlen", max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_size, softcap, num_splits,
+               bool(return_attn_probs))
+    return _fast(scalars, (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, alibi_slopes, sinks), out,
+                 _varlen_call, (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
+                                causal, window_size, softcap, alibi_slopes, return_attn_probs, block_table,
+                                seqused_k, sinks, num_splits, out),
+                 _VARLEN_SLOTS, _RET_OUT_LSE_NONE[bool(return_attn_probs)])
+
+
+_VARLEN_SLOTS = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "page_table", "alibi_slopes", "sinks")
+
+
+def _varlen_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                 window_size, softcap, alibi_slopes, return_attn_probs, block_table, seqused_k, sinks, num_splits,
+                 out):
     q = A.as_data(q, "q")
     k, v = A.as_data(k, "k"), A.as_data(v, "v")
     A.need_ndim(q, (3,), "q")
@@ -120,10 +182,9 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         else:
             lens, len_name = A.host_ints(seqused_k), "seqused_k"
         _check_on_host(A.shape_of(cu_q)[0] - 1, lens, len_name, 0, table, A.host_ints(block_table), k)
-    out, lse = _outputs(c, q, (total_q, h, A.shape_of(v)[-1]), (h, total_q), return_attn_probs)
+    out, lse = _outputs(c, q, (total_q, h, A.shape_of(v)[-1]), (h, total_q), return_attn_probs, out)
     _scores(c, q, softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, num_splits)
-    c.run_attn()
-    return (out, lse, None) if return_attn_probs else out
+    return c, out, lse
 
 
 def _unsupported(name, value):
@@ -135,7 +196,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
                             softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                             rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False,
-                            *, sinks=None):
+                            *, sinks=None, out=None):
     """Decode/append attention over a KV cache, as flash_attn.flash_attn_with_kvcache.
 
     q (b, s_q, h, d); k_cache/v_cache dense (b, s_cache, h_k, d / d_v) or, with block_table (b, max_pages)
@@ -160,6 +221,37 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     """
     _unsupported("cache_batch_idx", cache_batch_idx)
     _unsupported("cache_leftpad", cache_leftpad)
+    if type(cache_seqlens) is int:
+        cache_seqlens = _int_seqlens(cache_seqlens, q, k_cache, k, block_table)
+    scalars = ("kvcache", softmax_scale, causal, window_size, softcap, rotary_interleaved, num_splits,
+               bool(return_softmax_lse))
+    tensors = (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, block_table, alibi_slopes, sinks)
+    return _fast(scalars, tensors, out, _kvcache_call,
+                 (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, block_table, softmax_scale, causal,
+                  window_size, softcap, rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse, sinks, out),
+                 _KVCACHE_SLOTS, _RET_OUT_LSE[bool(return_softmax_lse)])
+
+
+_KVCACHE_SLOTS = ("q", "k", "v", "k_new", "v_new", "rotary_cos", "rotary_sin", "seqused_k", "page_table",
+                  "alibi_slopes", "sinks")
+
+
+def _int_seqlens(n, q, k_cache, k, block_table):
+    """An int cache_seqlens as the int32 (b,) array the C call takes (one per value, b and device, made
+    once), when it is in range for the cache; else n itself, for the slow path to report."""
+    try:
+        s_new = A.shape_of(k)[1] if k is not None else 0
+        cap = A.shape_of(k_cache)[1] * (1 if block_table is None else A.shape_of(block_table)[1])
+        if not (A.is_array(q) and 0 <= n and n + s_new <= cap):
+            return n
+        return _plan.full_int32(n, A.shape_of(q)[0], q)
+    except (AttributeError, IndexError, TypeError):
+        return n
+
+
+def _kvcache_call(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, block_table, softmax_scale,
+                  causal, window_size, softcap, rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse,
+                  sinks, out):
     if (k is None) != (v is None):
         fail("k, v: give both new keys and new values, or neither")
     if k is not None and cache_seqlens is None:
@@ -186,10 +278,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     _check_on_host(b, _host_cache_seqlens(cache_seqlens, table, k_cache), "cache_seqlens", s_new, table,
                    A.host_ints(block_table), k_cache)
     _rotary(c, q, rotary_cos, rotary_sin, rotary_interleaved)
-    out, lse = _outputs(c, q, (b, s_q, h, A.shape_of(v_cache)[-1]), (b, h, s_q), return_softmax_lse)
+    out, lse = _outputs(c, q, (b, s_q, h, A.shape_of(v_cache)[-1]), (b, h, s_q), return_softmax_lse, out)
     _scores(c, q, softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, num_splits)
-    c.run_attn()
-    return (out, lse) if return_softmax_lse else out
+    return c, out, lse
 
 
 def _cache_seqlens(q, cache_seqlens, block_table, k_cache):
@@ -289,3 +380,61 @@ def merge_states(out_partial, lse_partial, out_dtype=None):
     c.set_many(out=out, lse=lse)
     c.run_merge()
     return out, lse
+
+
+# ------------------------------------------------------------------------------------------------
+# Plans: an entry point's call planned once, run per layer with that layer's tensors.
+
+def _plannable():
+    """fn -> (builder, per-layer C fields, their Python names, result(out, lse) of the entry point)."""
+    return {
+        flash_attn_func: (_func_call, ("q", "k", "v"), ("q", "k", "v"), "return_attn_probs", _ret_out_lse_none),
+        flash_attn_varlen_func: (_varlen_call, ("q", "k", "v"), ("q", "k", "v"), "return_attn_probs",
+                                 _ret_out_lse_none),
+        flash_attn_with_kvcache: (_kvcache_call, ("q", "k", "v", "k_new", "v_new"), ("q", "k_cache", "v_cache", "k", "v"),
+                                  "return_softmax_lse", _ret_out_lse),
+    }
+
+
+def plan(fn, *args, **kwargs):
+    """Plans a call of fn (flash_attn_func, flash_attn_varlen_func or flash_attn_with_kvcache) once, with
+    fn's own arguments, for many runs: plan per batch step, run per layer.
+
+        p = flashc.plan(flashc.flash_attn_with_kvcache, q, k_cache, v_cache, cache_seqlens=lens,
+                        block_table=table, causal=True)
+        for layer in range(n_layers):
+            out = p.run(q[layer], k_caches[layer], v_caches[layer])        # or p.run(..., out=buf)
+
+    run() takes the per-layer arrays in fn's order (flash_attn_func, flash_attn_varlen_func: q, k, v;
+    flash_attn_with_kvcache: q, k_cache, v_cache and, when planned with them, k, v), each of the layout
+    (shape, strides, dtype, device) of the array it replaces, and returns what fn returns; out= and lse=
+    write into the caller's arrays. Everything else is fixed at plan time and referenced by the plan:
+    cu_seqlens, cache_seqlens, block_table, rotary tables, ALiBi slopes, sinks, the scalars. Their
+    contents may change between runs (e.g. cache_seqlens updated in place on the device); on the CPU
+    they are checked again on every run. Validation, the kernel and split choice and the workspace size
+    are done once, in C (fc_plan_create); a run writes the new addresses into the planned arguments and
+    calls fc_plan_run. A plan may be run from several threads; on CUDA each run uses the current stream
+    of the plan's device (capturable in a CUDA graph).
+    """
+    spec = _plannable().get(fn)
+    if spec is None:
+        fail("plan: fn must be flashc.flash_attn_func, flash_attn_varlen_func or flash_attn_with_kvcache, got %r" % (fn,))
+    builder, fields, names, lse_flag, result = spec
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError("flashc.plan(%s, ...): %s" % (fn.__name__, e)) from None
+    bound.apply_defaults()
+    a = dict(bound.arguments)
+    if "dropout_p" in a:
+        _no_dropout(a.pop("dropout_p"))
+        a.pop("deterministic")
+    if fn is flash_attn_with_kvcache:
+        _unsupported("cache_batch_idx", a.pop("cache_batch_idx"))
+        _unsupported("cache_leftpad", a.pop("cache_leftpad"))
+        if type(a["cache_seqlens"]) is int:
+            a["cache_seqlens"] = _int_seqlens(a["cache_seqlens"], a["q"], a["k_cache"], a["k"], a["block_table"])
+    c, out, lse = builder(**a)
+    if c.args.k_new.data is None:
+        fields, names = fields[:3], names[:3]
+    return _plan.Plan(c, fields, [c.arrays.get(f) for f in fields], out, lse, result(bool(a[lse_flag])), keep=True)

@@ -24,6 +24,7 @@ class Call:
         self.first_name = first_name
         self.keep = []
         self.names = {}  # C field -> the Python argument it came from (for error messages)
+        self.arrays = {}  # C field -> the array it points to
         self.args = struct()
         self.args.device = _fc_device(self.dev, first_name)
 
@@ -36,6 +37,7 @@ class Call:
             fail("%s: is on %s but %s is on %s" % (name, _dev_str(A.device_of(x)), self.first_name,
                                                     _dev_str(self.dev)))
         self.keep.append(x)
+        self.arrays[field] = x
         self.names[field] = name
         setattr(self.args, field, A.to_fc(x, name))
 
