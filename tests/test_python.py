@@ -1099,6 +1099,91 @@ def torch_checks(torch, device):
                        compare_out(out, np.stack([r[0] for r in r64]), np.stack([r[0] for r in rlow])),
                        compare_lse(lse, np.stack([r[1] for r in r64])))
 
+    def compiled():
+        """torch.compile(fullgraph=True) traces the three functions (their custom ops; aot_eager runs the
+        fake implementations and functionalises the cache append); results equal eager bit for bit."""
+        flashc.register_torch_ops()
+        rng = np.random.default_rng(103)
+        b, h, d = 2, 4, 64
+        q = tt(rng.standard_normal((b, 3, h, d)), torch.bfloat16)
+        k, v = (tt(rng.standard_normal((b, 9, 2, d)), torch.bfloat16) for _ in range(2))
+        kc, vc = (tt(rng.standard_normal((b, 16, 2, d)), torch.bfloat16) for _ in range(2))
+        kn, vn = (tt(rng.standard_normal((b, 1, 2, d)), torch.bfloat16) for _ in range(2))
+        lens = torch.tensor([4, 11], dtype=torch.int32, device=device)
+        cq = torch.tensor([0, 3, 6], dtype=torch.int32, device=device)
+        ck = torch.tensor([0, 9, 18], dtype=torch.int32, device=device)
+
+        def model(q, k, v, kc, vc, kn, vn, lens):
+            a = flashc.flash_attn_func(q, k, v, causal=True)
+            o, lse, _ = flashc.flash_attn_varlen_func(q.reshape(b * 3, h, d), k.reshape(b * 9, 2, d),
+                                                      v.reshape(b * 9, 2, d), cq, ck, 3, 9, return_attn_probs=True)
+            c, lc = flashc.flash_attn_with_kvcache(q[:, :1], kc, vc, kn, vn, cache_seqlens=lens,
+                                                   return_softmax_lse=True)
+            e = flashc.flash_attn_with_kvcache(q[:, :1], kc, vc, cache_seqlens=5)
+            return a * 2, o, lse, c, lc, e
+
+        kc2, vc2 = kc.clone(), vc.clone()
+        got = torch.compile(model, fullgraph=True, backend="aot_eager")(q, k, v, kc, vc, kn, vn, lens)
+        want = model(q, k, v, kc2, vc2, kn, vn, lens)
+        same = all(torch.equal(x, y) for x, y in zip(got, want))
+        return combine((same, "6 results equal eager"), (torch.equal(kc, kc2) and torch.equal(vc, vc2),
+                                                          "the compiled append wrote the cache as eager did"))
+
+    def opcheck():
+        """torch.library.opcheck: schema, fake implementation and dispatch of each custom op."""
+        flashc.register_torch_ops()
+        rng = np.random.default_rng(104)
+        q = tt(rng.standard_normal((1, 2, 2, 64)), torch.float16)
+        k, v = (tt(rng.standard_normal((1, 5, 1, 64)), torch.float16) for _ in range(2))
+        kc, vc = (tt(rng.standard_normal((1, 8, 1, 64)), torch.float16) for _ in range(2))
+        kn, vn = (tt(rng.standard_normal((1, 1, 1, 64)), torch.float16) for _ in range(2))
+        lens = torch.tensor([3], dtype=torch.int32, device=device)
+        cu2 = lambda n: torch.tensor([0, n], dtype=torch.int32, device=device)  # noqa: E731
+        ops = torch.ops.flashc
+        cases = [
+            (ops.flash_attn_func, (q, k, v, None, True, -1, -1, 0.0, None, None, 0)),
+            (ops.flash_attn_varlen_func, (q[0], k[0], v[0], cu2(2), cu2(5), 2, 5, 0.5, False, 3, 0, 0.0, None, None,
+                                          None, None, 0)),
+            (ops.flash_attn_with_kvcache, (q[:, :1], kc, vc, kn, vn, None, None, lens, None, None, True, -1, -1,
+                                           0.0, True, None, 0, None)),
+        ]
+        bad = []
+        for op, args in cases:
+            try:
+                torch.library.opcheck(op, args, test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_static"))
+            except Exception as e:  # noqa: BLE001
+                bad.append("%s: %s" % (op, str(e).splitlines()[0][:200]))
+        return not bad, "; ".join(bad) or "3 ops pass opcheck (schema, fake tensor, aot dispatch)"
+
+    def cuda_graph():
+        """A decode step with append captured by torch.cuda.graph replays with new tokens and lengths."""
+        rng = np.random.default_rng(105)
+        b, cap, h, d = 2, 64, 4, 128
+        q, kn, vn = (tt(rng.standard_normal((b, 1, n, d)), torch.bfloat16) for n in (h, 2, 2))
+        kc, vc = (tt(rng.standard_normal((b, cap, 2, d)), torch.bfloat16) for _ in range(2))
+        lens = torch.tensor([5, 17], dtype=torch.int32, device=device)
+        step = lambda: flashc.flash_attn_with_kvcache(q, kc, vc, kn, vn, cache_seqlens=lens, causal=True)  # noqa: E731
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):  # warm up outside the capture (plans, allocations)
+            step()
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = step()
+        bad = []
+        for t, n in enumerate(([9, 30], [40, 2], [63, 0])):
+            for x in (q, kn, vn):
+                x.copy_(tt(rng.standard_normal(tuple(x.shape)), torch.bfloat16))
+            lens.copy_(torch.tensor(n, dtype=torch.int32))
+            kc2, vc2 = kc.clone(), vc.clone()
+            graph.replay()
+            want = flashc.flash_attn_with_kvcache(q, kc2, vc2, kn, vn, cache_seqlens=lens, causal=True)
+            torch.cuda.synchronize()
+            if not (torch.equal(out, want) and torch.equal(kc, kc2) and torch.equal(vc, vc2)):
+                bad.append(t)
+        return not bad, "replays that differ from eager: %s" % bad if bad else "3 replays equal eager (out, cache)"
+
     def merge_bf16():
         rng = np.random.default_rng(103)
         op = tt(rng.standard_normal((2, 6, 4, 64)), torch.bfloat16)
@@ -1163,7 +1248,10 @@ def torch_checks(torch, device):
     add("%s bfloat16 merge_states" % tag, merge_bf16)
     add("%s merge_states out_dtype torch, numpy and string dtypes" % tag, merge_out_dtype)
     add("%s paged overflow with cache_seqlens in host memory names block_table" % tag, paged_overflow_host)
+    add("%s torch.compile(fullgraph=True) of the three functions" % tag, compiled)
+    add("%s torch.library.opcheck of the custom ops" % tag, opcheck)
     if device == "cuda":
+        add("%s CUDA graph capture of a decode step with append, replayed with new values" % tag, cuda_graph)
         add("%s paged overflow found on the device: set_check_errors, check_errors name block_table" % tag,
             paged_overflow_device)
     if device == "cpu":

@@ -1,12 +1,15 @@
 """flashc — ctypes binding of libflashc: flash_attn-compatible attention on numpy arrays and torch tensors."""
+import sys as _sys
+
 from ._attention import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache, merge_states, plan
+from ._attention import register_torch_ops
 from ._plan import Plan, clear_cache as _clear_plan_cache
 from ._call import check_errors as _check_errors
 from ._lib import FlashcError, c_int as _c_int, check as _check, check_errors_on as _check_errors_on
 from ._lib import lib as _lib, set_check_errors_on as _set_check_errors_on
 
 __all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "merge_states", "plan", "Plan",
-           "FlashcError", "version", "cuda_available", "set_num_threads", "get_num_threads",
+           "FlashcError", "register_torch_ops", "version", "cuda_available", "set_num_threads", "get_num_threads",
            "check_errors", "set_check_errors", "get_check_errors"]
 
 
@@ -56,3 +59,7 @@ def set_check_errors(on):
 def get_check_errors():
     """The debug switch of set_check_errors."""
     return _check_errors_on()
+
+
+if "torch" in _sys.modules:  # torch was imported first: its custom ops are registered now (torch.compile)
+    register_torch_ops()

@@ -8,6 +8,40 @@ from ._call import attn_call, merge_call
 from ._lib import c_float, fail
 
 
+_TORCH = None  # the torch module, once flashc's custom ops are registered (register_torch_ops)
+
+
+def register_torch_ops():
+    """Registers the flash_attn-style functions as torch custom ops (flashc::...), so torch.compile traces
+    them (see _torch_ops.py). Imports torch. Done at import when torch was imported before flashc, else
+    at the first call with a torch tensor; call it before torch.compile if neither has happened."""
+    global _TORCH
+    if _TORCH is None:
+        import torch
+        from . import _torch_ops  # noqa: F401  (registers the ops)
+        _TORCH = torch
+
+
+def compiling():
+    """True while torch.compile traces the caller: the functions then call their custom ops."""
+    t = _TORCH
+    return t is not None and t.compiler.is_compiling()
+
+
+def _traced(name, out, *args):
+    """The custom op flashc::name on args (while tracing); out= is filled from its result."""
+    o, lse = getattr(_TORCH.ops.flashc, name)(*args)
+    if out is not None:
+        out.copy_(o)
+        o = out
+    return o, lse
+
+
+def _window(window_size):
+    w = (-1, -1) if window_size is None else window_size
+    return int(w[0]), int(w[1])
+
+
 def _no_dropout(dropout_p):
     if dropout_p:
         raise ValueError("flashc: dropout_p = %r is not supported; flashc has no dropout (use 0.0)" % (dropout_p,))
@@ -99,6 +133,10 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     aligned) are copied. Scalars that a C int or a float32 cannot hold raise FlashcError naming them.
     """
     _no_dropout(dropout_p)
+    if compiling():
+        o, lse = _traced("flash_attn_func", out, q, k, v, softmax_scale, bool(causal), *_window(window_size),
+                         float(softcap or 0.0), alibi_slopes, sinks, int(num_splits or 0))
+        return (o, lse, None) if return_attn_probs else o
     scalars = ("func", softmax_scale, causal, window_size, softcap, num_splits, bool(return_attn_probs))
     return _fast(scalars, (q, k, v, alibi_slopes, sinks), out, _func_call,
                  (q, k, v, softmax_scale, causal, window_size, softcap, alibi_slopes, return_attn_probs, sinks,
@@ -142,6 +180,11 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     flashc.check_errors and flashc.set_check_errors.
     """
     _no_dropout(dropout_p)
+    if compiling():
+        o, lse = _traced("flash_attn_varlen_func", out, q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q),
+                         int(max_seqlen_k), softmax_scale, bool(causal), *_window(window_size), float(softcap or 0.0),
+                         alibi_slopes, block_table, seqused_k, sinks, int(num_splits or 0))
+        return (o, lse, None) if return_attn_probs else o
     scalars = ("varlen", max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_size, softcap, num_splits,
                bool(return_attn_probs))
     return _fast(scalars, (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, alibi_slopes, sinks), out,
@@ -221,6 +264,13 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     """
     _unsupported("cache_batch_idx", cache_batch_idx)
     _unsupported("cache_leftpad", cache_leftpad)
+    if compiling():
+        if isinstance(cache_seqlens, int):
+            cache_seqlens = _TORCH.full((q.shape[0],), cache_seqlens, dtype=_TORCH.int32, device=q.device)
+        o, lse = _traced("flash_attn_with_kvcache", out, q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
+                         block_table, softmax_scale, bool(causal), *_window(window_size), float(softcap or 0.0),
+                         bool(rotary_interleaved), alibi_slopes, int(num_splits or 0), sinks)
+        return (o, lse) if return_softmax_lse else o
     if type(cache_seqlens) is int:
         cache_seqlens = _int_seqlens(cache_seqlens, q, k_cache, k, block_table)
     scalars = ("kvcache", softmax_scale, causal, window_size, softcap, rotary_interleaved, num_splits,

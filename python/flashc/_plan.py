@@ -37,6 +37,9 @@ def _find_types():
     global _Tensor, _ndarray
     _Tensor = A.tensor_type()
     _ndarray = None if A.np is None else A.np.ndarray
+    attention = sys.modules.get("flashc._attention")
+    if _Tensor is not None and attention is not None and hasattr(attention, "register_torch_ops"):
+        attention.register_torch_ops()  # torch imported after flashc: its ops, at the first torch call
 
 
 _find_types()
