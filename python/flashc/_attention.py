@@ -290,13 +290,13 @@ def _int_seqlens(n, q, k_cache, k, block_table):
     """An int cache_seqlens as the int32 (b,) array the C call takes (one per value, b and device, made
     once), when it is in range for the cache; else n itself, for the slow path to report."""
     try:
-        s_new = A.shape_of(k)[1] if k is not None else 0
-        cap = A.shape_of(k_cache)[1] * (1 if block_table is None else A.shape_of(block_table)[1])
-        if not (A.is_array(q) and 0 <= n and n + s_new <= cap):
-            return n
-        return _plan.full_int32(n, A.shape_of(q)[0], q)
-    except (AttributeError, IndexError, TypeError):
-        return n
+        s_new = 0 if k is None else k.shape[1]
+        cap = k_cache.shape[1] * (1 if block_table is None else block_table.shape[1])
+        if 0 <= n and n + s_new <= cap and A.is_array(q):
+            return _plan.full_int32(n, q.shape[0], q)
+    except (AttributeError, IndexError, TypeError):  # malformed arguments: the slow path reports them
+        pass
+    return n
 
 
 def _kvcache_call(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, block_table, softmax_scale,

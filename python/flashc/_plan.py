@@ -203,9 +203,9 @@ _full_cache = {}  # (value, b, device) -> int32 (b,) filled with value: an int c
 
 def full_int32(value, b, like):
     """An int32 (b,) array of value in like's library and device, made once per (value, b, device)."""
-    key = (value, b, like.device if A.is_torch(like) else None)
+    key = (value, b, type(like), getattr(like, "device", None))
     t = _full_cache.get(key)
-    if t is None and key[2] is not None and key[2].type == "cuda" and capturing(1):
+    if t is None and type(like) is _Tensor and like.is_cuda and capturing(1):
         return A.full_int32(like, b, value, "cache_seqlens")  # made in the graph's memory pool: not kept
     if t is None:
         if len(_full_cache) > 256:
