@@ -7,9 +7,12 @@
 #   make fuzz       the libFuzzer target over the API (clang, in build-fuzz/); make fuzz-run runs it
 #   make install PREFIX=/usr/local         make clean
 #   FLASHC_CUDA=0   force a CPU-only build.  CFLAGS and LDFLAGS are honoured (LDFLAGS on every link).
+#   The build runs on any x86-64 (CFLAGS default -O3, no -march): the CPU backend's hot loops are also
+#   built for x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512) and the best the CPU has is chosen at run
+#   time (CPU_ISAS= builds the baseline only; CFLAGS="-O3 -march=native" tunes everything for this CPU).
 
 CC      ?= cc
-CFLAGS  ?= -O3 -march=native
+CFLAGS  ?= -O3
 PREFIX  ?= /usr/local
 B       := build
 
@@ -28,6 +31,12 @@ NV_LDFLAGS = $(foreach f,$(LDFLAGS),$(if $(filter -Wl$(comma)%,$(f)),-Xlinker $(
 
 LIB_C   := $(filter-out src/cuda_none.c,$(wildcard src/*.c src/cpu/*.c))
 LIB_OBJ := $(LIB_C:%.c=$(B)/%.o)
+
+# Extra builds of src/cpu/tile.c for these x86-64 levels (src/cpu/isa.c picks one at run time).
+ifeq ($(shell uname -m),x86_64)
+CPU_ISAS ?= v3 v4
+endif
+LIB_OBJ += $(foreach i,$(CPU_ISAS),$(B)/src/cpu/tile_$(i).o)
 
 ifneq ($(NVCC),)
 CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -62,6 +71,11 @@ $(B)/%.o: %.c include/flashc.h src/internal.h $(wildcard src/cpu/*.h tests/*.h)
 
 # Extra flags of the CPU backend's objects only (the fuzzer build drops comparison tracing there).
 $(B)/src/cpu/%.o: FC_CFLAGS += $(CPU_CFLAGS)
+$(B)/src/cpu/isa.o: FC_CFLAGS += $(foreach i,$(CPU_ISAS),-DFC_CPU_HAS_$(i))
+
+$(B)/src/cpu/tile_%.o: src/cpu/tile.c include/flashc.h src/internal.h $(wildcard src/cpu/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(FC_CFLAGS) $(CPU_CFLAGS) -march=x86-64-$* -DFC_CPU_ISA=$* -c $< -o $@
 
 $(B)/%.o: %.cu include/flashc.h src/internal.h $(wildcard src/cuda/*.cuh src/cuda/tile/*.cuh)
 	@mkdir -p $(dir $@)

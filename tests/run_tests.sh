@@ -71,6 +71,19 @@ if [ "$skipped" -eq 0 ]; then
     done
 fi
 
+# The CPU tile kernels are built per instruction set (src/cpu/isa.c runs the best): test_cpu once more
+# under each lower one, forced by FLASHC_CPU_ISA (one the CPU or the build lacks falls back to the best).
+if [ "$gpu" -eq 0 ] && [ "$skipped" -eq 0 ]; then
+    for bin in "$@"; do
+        case "$bin" in
+        */test_cpu)
+            for isa in ${FLASHC_TEST_CPU_ISAS-baseline v3}; do
+                run_one "FLASHC_CPU_ISA=$isa $bin" env FLASHC_CPU_ISA="$isa" "$bin"
+            done ;;
+        esac
+    done
+fi
+
 # The compiled wgmma kernels' softmax/PV overlap (reads the SASS; needs cuobjdump, not a GPU).
 if [ "$gpu" -eq 1 ] && [ -f build/libflashc.so ]; then
     if command -v python3 >/dev/null 2>&1; then

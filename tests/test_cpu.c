@@ -551,7 +551,15 @@ int main(int argc, char **argv) {
         {"threads", sweep_threads}, {"mixed", sweep_mixed},     {"merge", sweep_merge},
     };
     const char *only = argc > 1 ? argv[1] : NULL; /* optional: run one group by name */
-    printf("test_cpu: flashc %s, %d threads\n", fc_version(), fc_get_num_threads());
+    static float q[64], kv[64], o[64];
+    fc_attn_args a; /* a one-row call, for the instruction set its description names (FLASHC_CPU_ISA) */
+    fc_attn_args_init(&a);
+    a.q = fc_tensor_4d(q, FC_FP32, 1, 1, 1, 64), a.k = a.v = fc_tensor_4d(kv, FC_FP32, 1, 1, 1, 64);
+    a.out = fc_tensor_4d(o, FC_FP32, 1, 1, 1, 64);
+    char plan[200] = "";
+    fc_attn_describe(&a, plan, sizeof plan);
+    printf("test_cpu: flashc %s, %d threads, kernels: %s\n", fc_version(), fc_get_num_threads(),
+           strrchr(plan, ',') ? strrchr(plan, ',') + 2 : plan);
     double t0 = now_s();
     run_sweeps(sweeps, sizeof sweeps / sizeof sweeps[0], only, group_print);
     printf("worst ratio overall %.3f (pass <= 1), %.1fs\n", g_worst_ratio, now_s() - t0);

@@ -49,7 +49,7 @@ static void fill_tiles(const fc_problem *p, int group, fc_cpu_tile *tiles) {
 
 static void run_item(void *ctx, int64_t item, int worker) {
     const fc_cpu_attn *a = ctx;
-    fc_cpu_run_item(a, &a->tiles[item / a->splits], (int)(item % a->splits), a->scratch + worker * a->scratch_floats);
+    a->run(a, &a->tiles[item / a->splits], (int)(item % a->splits), a->scratch + worker * a->scratch_floats);
 }
 
 static void merge_item(void *ctx, int64_t item, int worker) {
@@ -107,14 +107,16 @@ int fc_cpu_splits(const fc_problem *p) {
 int fc_cpu_describe(const fc_problem *p, char *buf, size_t n) {
     int threads = plan_threads(p), splits = fc_cpu_splits(p);
     int64_t tiles = count_tiles(p, p->h_q / p->h_k);
-    return snprintf(buf, n, "cpu: %lld tiles of %d packed query rows x %d-key blocks, %d split%s, %d thread%s",
-                    (long long)tiles, BM, BK, splits, splits == 1 ? "" : "s", threads, threads == 1 ? "" : "s");
+    return snprintf(buf, n, "cpu: %lld tiles of %d packed query rows x %d-key blocks, %d split%s, %d thread%s, %s",
+                    (long long)tiles, BM, BK, splits, splits == 1 ? "" : "s", threads, threads == 1 ? "" : "s",
+                    fc_cpu_isa_chosen()->name);
 }
 
 fc_status fc_cpu_attn_fwd(const fc_problem *p) {
     fc_cpu_attn a = {0};
     a.p = p;
     a.group = p->h_q / p->h_k;
+    a.run = fc_cpu_isa_chosen()->run;
     a.qscale = p->softcap > 0.0f ? 1.0f : p->scale;
     a.n_tiles = count_tiles(p, a.group);
     if (a.n_tiles < 0) return fc_fail(FC_ERR_OUT_OF_MEMORY, "workspace", "too many tiles of %d query rows to list", BM);

@@ -115,6 +115,7 @@ typedef struct fc_cpu_attn {
     int group;                 /* query heads per KV head */
     int splits;                /* key splits per tile; items = tiles * splits */
     float qscale;              /* folded into Q: scale, or 1 with a softcap */
+    void (*run)(const struct fc_cpu_attn *, const struct fc_cpu_tile *, int, float *); /* fc_cpu_isa_chosen's */
     const fc_cpu_tile *tiles;
     int64_t n_tiles;
     float *scratch;            /* per worker: scratch_floats floats */
@@ -128,6 +129,26 @@ size_t fc_cpu_scratch_floats(const fc_problem *p);
 
 /* Compute split `split` of tile `t`: straight into out/lse when a->splits == 1, else into the partials. */
 void fc_cpu_run_item(const fc_cpu_attn *a, const fc_cpu_tile *t, int split, float *scratch);
+/* The same, built for x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512) where the Makefile's CPU_ISAS has them. */
+void fc_cpu_run_item_v3(const fc_cpu_attn *a, const fc_cpu_tile *t, int split, float *scratch);
+void fc_cpu_run_item_v4(const fc_cpu_attn *a, const fc_cpu_tile *t, int split, float *scratch);
+#ifdef FC_CPU_ISA
+#define FC_CPU_ISA_PASTE(f, isa) f##_##isa
+#define FC_CPU_ISA_NAME2(f, isa) FC_CPU_ISA_PASTE(f, isa)
+#define FC_CPU_ISA_NAME(f) FC_CPU_ISA_NAME2(f, FC_CPU_ISA)
+#else
+#define FC_CPU_ISA_NAME(f) f
+#endif
+
+/* The instruction set fc_cpu_run_item runs in: the best of the built variants this CPU has, or the one
+ * the environment variable FLASHC_CPU_ISA names (baseline, v3, v4; read once; one the CPU lacks or the
+ * build has not is ignored). */
+typedef void (*fc_cpu_run_fn)(const fc_cpu_attn *a, const fc_cpu_tile *t, int split, float *scratch);
+typedef struct fc_cpu_isa {
+    const char *name; /* "x86-64", "x86-64-v3", "x86-64-v4", or "generic" off x86-64 */
+    fc_cpu_run_fn run;
+} fc_cpu_isa;
+const fc_cpu_isa *fc_cpu_isa_chosen(void);
 
 /* Merge the partials of tile t into out/lse (a->splits > 1). */
 void fc_cpu_merge_tile(const fc_cpu_attn *a, const fc_cpu_tile *t);

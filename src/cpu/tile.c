@@ -1,5 +1,7 @@
 /* tile.c — one work item of CPU attention: a tile of query rows against one split of its key blocks,
- * by tiled online softmax in fp32 (the structure the GPU kernels use). */
+ * by tiled online softmax in fp32 (the structure the GPU kernels use).
+ * Built once for the baseline instruction set, and once more per variant of the Makefile's CPU_ISAS
+ * (-DFC_CPU_ISA=v3 -march=x86-64-v3, ...), which defines only fc_cpu_run_item_v3 (isa.c chooses). */
 #include <math.h>
 
 #include "cpu/cpu.h"
@@ -32,11 +34,13 @@ typedef struct tile_rows {
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
+#ifndef FC_CPU_ISA
 size_t fc_cpu_scratch_floats(const fc_problem *p) {
     size_t d = (size_t)p->d, dv = (size_t)p->d_v;
     return round16(BM * d) + round16(d * BK) + round16(BK * dv) + round16(BM * BK) + 3 * round16(BM * dv) +
            round16(8 * d);
 }
+#endif
 
 static tile_buf carve(const fc_problem *p, float *scratch) {
     size_t d = (size_t)p->d, dv = (size_t)p->d_v;
@@ -321,6 +325,7 @@ static void store_rows(const fc_cpu_attn *a, const fc_cpu_tile *t, const fc_seql
     }
 }
 
+#ifndef FC_CPU_ISA /* the baseline build only: no hot loops */
 void fc_cpu_merge_tile(const fc_cpu_attn *a, const fc_cpu_tile *t) {
     const fc_problem *p = a->p;
     fc_seqlen s = fc_seqlen_of(p, t->b);
@@ -336,9 +341,11 @@ void fc_cpu_merge_tile(const fc_cpu_attn *a, const fc_cpu_tile *t) {
     }
 }
 
+#endif
+
 /* ---------------------------------------------------------------------------------------------- */
 
-void fc_cpu_run_item(const fc_cpu_attn *a, const fc_cpu_tile *t, int split, float *scratch) {
+void FC_CPU_ISA_NAME(fc_cpu_run_item)(const fc_cpu_attn *a, const fc_cpu_tile *t, int split, float *scratch) {
     const fc_problem *p = a->p;
     fc_seqlen s = fc_seqlen_of(p, t->b);
     tile_buf buf = carve(p, scratch);
