@@ -272,6 +272,43 @@ def check_bench_cli():
 
 
 @cold_only
+@check("pip install . in a fresh venv: flashc imports anywhere, with __version__, and runs the README's example")
+def check_pip_install():
+    if os.environ.get("FLASHC_TEST_PIP") == "0":
+        return None, "FLASHC_TEST_PIP=0"
+    with open(os.path.join(ROOT, "README.md")) as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+    tmp = tempfile.mkdtemp(prefix="flashc-pip-")
+    try:
+        venv = os.path.join(tmp, "venv")
+        env = {k: v for k, v in os.environ.items() if k not in ("FLASHC_LIB", "PYTHONPATH")}
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv], check=True, capture_output=True)
+        py = os.path.join(venv, "bin", "python")
+        r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-input", ROOT], capture_output=True, text=True,
+                           env=env, cwd=tmp)
+        if r.returncode != 0 and re.search(r"No matching distribution found for (setuptools|wheel)|"
+                                           r"Failed to establish a new connection", r.stderr):
+            return None, "pip cannot reach a package index for setuptools: %s" % r.stderr.strip()[-160:]
+        if r.returncode != 0:
+            return False, "pip install failed: %s" % r.stderr.strip()[-400:]
+        code = ("import flashc, os; p = os.path.dirname(flashc.__file__); "
+                "assert 'site-packages' in p, p; assert os.path.exists(os.path.join(p, 'libflashc.so')); "
+                "assert flashc.__version__ == flashc.version(), (flashc.__version__, flashc.version())\n"
+                + (blocks[0] if blocks else "raise SystemExit('no python block in README.md')")
+                + "\nprint('ok', flashc.__version__, out.shape)")
+        r = subprocess.run([py, "-c", code], capture_output=True, text=True, env=env, cwd=tmp)
+        ok = r.returncode == 0 and r.stdout.startswith("ok ")
+        return ok, "installed and ran the README example from %s: %s" % (tmp, (r.stdout + r.stderr).strip()[-300:])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@check("__version__ equals the library's version")
+def check_version_attr():
+    return flashc.__version__ == flashc.version(), "%s / %s" % (flashc.__version__, flashc.version())
+
+
+@cold_only
 @check("the default thread count is read once (FLASHC_NUM_THREADS at the first call)")
 def check_threads_read_once():
     code = ("import os, sys; sys.path.insert(0, %r); import flashc; a = flashc.get_num_threads(); "

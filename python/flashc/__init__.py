@@ -4,11 +4,12 @@ import sys as _sys
 from ._attention import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache, merge_states, plan
 from ._attention import register_torch_ops
 from ._plan import Plan, clear_cache as _clear_plan_cache
+from ._version import __version__
 from ._call import check_errors as _check_errors
 from ._lib import FlashcError, c_int as _c_int, check as _check, check_errors_on as _check_errors_on
 from ._lib import lib as _lib, set_check_errors_on as _set_check_errors_on
 
-__all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "merge_states", "plan", "Plan",
+__all__ = ["__version__", "flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "merge_states", "plan", "Plan",
            "FlashcError", "register_torch_ops", "version", "cuda_available", "set_num_threads", "get_num_threads",
            "check_errors", "set_check_errors", "get_check_errors"]
 

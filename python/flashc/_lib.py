@@ -84,7 +84,8 @@ def _candidates():
     if env:
         return [env]
     here = os.path.dirname(os.path.abspath(__file__))
-    paths = [os.path.normpath(os.path.join(here, "..", "..", "build", "libflashc.so"))]
+    paths = [os.path.join(here, "libflashc.so"),  # installed by pip (setup.py puts it in the package)
+             os.path.normpath(os.path.join(here, "..", "..", "build", "libflashc.so"))]  # the source tree
     found = ctypes.util.find_library("flashc")
     if found:
         paths.append(found)
