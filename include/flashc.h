@@ -68,12 +68,13 @@
  * (non-negative). Shapes follow the flash_attn package:
  *
  *   q      dense  (b, s_q, h_q, d)             varlen (total_q, h_q, d)  with cu_seqlens_q (b+1) int32
- *   k      dense  (b, s_k, h_k, d)             varlen (total_k, h_k, d)  with cu_seqlens_k (b+1) int32
+ *   k      dense  (b_k, s_k, h_k, d), b_k >= b  varlen (total_k, h_k, d)  with cu_seqlens_k (b+1) int32
  *          paged  (num_pages, page_size, h_k, d)                          with page_table (b, max_pages)
  *   v      as k, with last dim d_v
  *   out    as q, with last dim d_v; same dtype as q
  *   lse    float32, dense (b, h_q, s_q), varlen (h_q, total_q); natural log; optional
  *
+ * A dense cache may hold more sequences than the batch (b_k > b): sequence i uses its row i.
  * q and k/v choose their layouts independently (varlen queries over a paged cache is the usual serving
  * case). cu_seqlens are prefix sums starting at 0. seqused_k (b) int32, optional for dense and varlen KV
  * and required for paged KV, says how many keys of each sequence count (the first seqused_k[i]).
@@ -221,7 +222,7 @@ typedef struct fc_attn_args {
 
     /* Required. */
     fc_tensor q;              /* (b, s_q, h_q, d) or varlen (total_q, h_q, d) */
-    fc_tensor k;              /* (b, s_k, h_k, d), varlen (total_k, h_k, d) or paged (pages, page_size, h_k, d) */
+    fc_tensor k;              /* (b_k >= b, s_k, h_k, d), varlen (total_k, h_k, d) or paged (pages, page_size, h_k, d) */
     fc_tensor v;              /* like k with last dim d_v */
     fc_tensor out;            /* like q with last dim d_v, q's dtype; written */
 

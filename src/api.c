@@ -283,7 +283,9 @@ static fc_status shape_keys(const fc_attn_args *a, fc_problem *p) {
         p->s_k = a->max_seqlen_k; /* CPU: refined from the contents */
         p->total_k = k->shape[0];
     } else {
-        TRY(expect_dim(k, "k", 0, p->batch, "b, as q"));
+        if (k->shape[0] < p->batch) /* a larger cache is fine: sequence i uses its row i */
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, "k", "shape[0] = %lld, expected at least b = %d (sequence i uses "
+                           "cache row i)", (long long)k->shape[0], p->batch);
         p->s_k = (int)k->shape[1];
     }
     if (is_present(&a->seqused_k)) {

@@ -412,6 +412,33 @@ static void plan_equals_fwd(int kind, fc_dtype dt, const char *label) {
         }                                                                                               \
     } while (0)
 
+/* A dense cache with more sequences than the batch (FlashAttention's batch_size_cache >= batch): sequence
+ * i uses cache row i, so a cache of 3 whose first 2 rows are the fixture's gives the same result bit for
+ * bit; a cache with fewer rows than the batch is rejected naming k. */
+static void bigger_cache(void) {
+    if (case_begin("dense cache batch 3 > b 2")) {
+        fixture f;
+        fx_init(&f, FX_DENSE, FC_BF16);
+        fc_status st = fc_attn_fwd(&f.a, NULL, 0, NULL);
+        size_t n_out = (size_t)(f.a.out.shape[0] * f.a.out.stride[0]) * 2, n_kv = (size_t)f.a.k.stride[0] * 2 * 2;
+        unsigned char *want = malloc(n_out);
+        memcpy(want, f.a.out.data, n_out);
+        fc_tensor k3 = fx_tensor(&f, FC_BF16, 4, 3, 16, 2, 64), v3 = fx_tensor(&f, FC_BF16, 4, 3, 16, 2, 64);
+        memcpy(k3.data, f.a.k.data, n_kv);
+        memcpy(v3.data, f.a.v.data, n_kv);
+        f.a.k = k3, f.a.v = v3;
+        fx_poison(&f.a.out);
+        fc_status st3 = fc_attn_fwd(&f.a, NULL, 0, NULL);
+        tu_check(st == FC_OK && st3 == FC_OK && memcmp(want, f.a.out.data, n_out) == 0,
+                 "cache of 3 rows for 2 sequences: %s (%s), out %s", fc_status_string(st3), fc_last_error(),
+                 st3 == FC_OK && memcmp(want, f.a.out.data, n_out) ? "differs" : "as with 2 rows");
+        free(want);
+        fx_free(&f);
+        case_end();
+    }
+    FWD(FX_DENSE, INV, "k", a->k.shape[0] = 1; a->v.shape[0] = 1);
+}
+
 static void plans(void) {
     plan_equals_fwd(FX_DENSE, FC_BF16, "plan dense bf16");
     plan_equals_fwd(FX_DENSE, FC_FP32, "plan dense fp32");
@@ -920,6 +947,7 @@ int main(void) {
     valid_calls();
     describe_calls();
     plans();
+    bigger_cache();
     valid_edges();
     valid_views();
     null_args();
