@@ -847,9 +847,132 @@ def check_float_ranges():
                    raises(FlashcError, "softcap", f, q, k, v, softcap=1e50),
                    raises(FlashcError, "softmax_scale", f, q, k, v, softmax_scale=1e-50),
                    raises(FlashcError, "softmax_scale", f, q, k, v, softmax_scale=-1e40),
-                   raises(FlashcError, "softmax_scale", f, q, k, v, softmax_scale=0.0),
                    raises(FlashcError, "softcap", f, q, k, v, softcap="5"),
                    ok_tiny)
+
+
+@check("softmax_scale=0.0 is flash_attn's: every score 0, a uniform average (not the default scale)")
+def check_zero_scale():
+    rng = np.random.default_rng(117)
+    q, k, v = (randn(rng, s, np.float32) for s in ((1, 3, 2, 64), (1, 6, 2, 64), (1, 6, 2, 64)))
+    out, lse, _ = flashc.flash_attn_func(q, k, v, softmax_scale=0.0, causal=True, return_attn_probs=True)
+    want = np.stack([v[0, :4 + r].mean(0) for r in range(3)])  # causal: row r sees keys 0 .. 3 + r
+    want_lse = np.log(4 + np.arange(3, dtype=np.float64))
+    err, lerr = np.abs(out[0] - want).max(), np.abs(lse[0] - want_lse[None, :]).max()
+    return err < 1e-5 and lerr < 1e-5, "out err %.2e, lse err %.2e (lse = log(visible keys))" % (err, lerr)
+
+
+@check("FA3's interface (flashc.flash_attn_interface): argument order, return values, equal to the FA2-style calls")
+def check_fa3_interface():
+    from flashc import flash_attn_interface as fa3
+    rng = np.random.default_rng(118)
+    q, k, v = (randn(rng, s, np.float16) for s in ((2, 5, 4, 64), (2, 9, 2, 64), (2, 9, 2, 64)))
+    bad = []
+    o = fa3.flash_attn_func(q, k, v, None, True)
+    o2, l2 = fa3.flash_attn_func(q, k, v, causal=True, window_size=(3, 0), return_attn_probs=True)
+    w2 = flashc.flash_attn_func(q, k, v, causal=True, window_size=(3, 0), return_attn_probs=True)
+    bad += [] if np.array_equal(o, flashc.flash_attn_func(q, k, v, causal=True)) else ["func"]
+    bad += [] if np.array_equal(o2, w2[0]) and np.array_equal(l2, w2[1]) else ["func lse"]
+    cq, ck = cu([2, 3]), cu([4, 5])
+    qv, kv, vv = q[0, :5], k[0], v[0]
+    o, l = fa3.flash_attn_varlen_func(qv, kv, vv, cq, ck, 3, 5, None, None, 0.5, return_attn_probs=True)
+    w = flashc.flash_attn_varlen_func(qv, kv, vv, cq, ck, 3, 5, softmax_scale=0.5, return_attn_probs=True)
+    bad += [] if np.array_equal(o, w[0]) and np.array_equal(l, w[1]) else ["varlen"]
+    kc, vc = randn(rng, (2, 16, 2, 64), np.float16), randn(rng, (2, 16, 2, 64), np.float16)
+    table = np.arange(4, dtype=np.int32).reshape(2, 2)
+    pk, pv = kc.reshape(4, 8, 2, 64), vc.reshape(4, 8, 2, 64)
+    o, l = fa3.flash_attn_with_kvcache(q[:, :1], pk, pv, cache_seqlens=11, page_table=table, causal=True,
+                                       return_softmax_lse=True)
+    w = flashc.flash_attn_with_kvcache(q[:, :1], pk, pv, cache_seqlens=11, block_table=table, causal=True,
+                                       return_softmax_lse=True)
+    bad += [] if np.array_equal(o, w[0]) and np.array_equal(l, w[1]) else ["kvcache page_table"]
+    return combine((not bad, "differ: %s" % bad if bad else "func, varlen, kvcache equal"),
+                   raises(NotImplementedError, "seqused_q", fa3.flash_attn_varlen_func, qv, kv, vv, cq, ck, 3, 5,
+                          seqused_q=np.array([1, 1], np.int32)),
+                   raises(NotImplementedError, "q_descale", fa3.flash_attn_func, q, k, v, q_descale=np.ones(1)))
+
+
+@check("FA4's interface (flashc.cute): (out, lse) tuples, None windows, learnable_sink, dense q over a paged cache")
+def check_fa4_interface():
+    import flashc.cute as fa4
+    rng = np.random.default_rng(119)
+    q, k, v = (randn(rng, s, np.float32) for s in ((2, 5, 4, 64), (2, 9, 2, 64), (2, 9, 2, 64)))
+    sink = rng.standard_normal(4).astype(np.float32)
+    bad = []
+    o, l = fa4.flash_attn_func(q, k, v, causal=True, learnable_sink=sink)
+    w = flashc.flash_attn_func(q, k, v, causal=True, sinks=sink)
+    bad += [] if l is None and np.array_equal(o, w) else ["func"]
+    o, l = fa4.flash_attn_func(q, k, v, window_size=(None, 2), return_lse=True)
+    w = flashc.flash_attn_func(q, k, v, window_size=(-1, 2), return_attn_probs=True)
+    bad += [] if np.array_equal(o, w[0]) and np.array_equal(l, w[1]) else ["func window lse"]
+    table, lens = np.array([[1, 0], [3, 2]], np.int32), np.array([7, 12], np.int32)
+    pk, pv = randn(rng, (4, 8, 2, 64), np.float32), randn(rng, (4, 8, 2, 64), np.float32)
+    o, l = fa4.flash_attn_varlen_func(q[:, :1], pk, pv, seqused_k=lens, page_table=table, return_lse=True)
+    w = flashc.flash_attn_with_kvcache(q[:, :1], pk, pv, cache_seqlens=lens, block_table=table, return_softmax_lse=True)
+    bad += [] if np.array_equal(o, w[0]) and np.array_equal(l, w[1]) else ["dense q paged"]
+    cq = cu([2, 3])
+    o, l = fa4.flash_attn_varlen_func(q[0], pk, pv, cu_seqlens_q=cq, seqused_k=lens, page_table=table, causal=True)
+    w = flashc.flash_attn_varlen_func(q[0], pk, pv, cq, None, 5, 16, causal=True, block_table=table, seqused_k=lens)
+    bad += [] if l is None and np.array_equal(o, w) else ["varlen q paged"]
+    return combine((not bad, "differ: %s" % bad if bad else "4 calls equal"),
+                   raises(NotImplementedError, "score_mod", fa4.flash_attn_varlen_func, q[0], k[0], v[0], cq, cq,
+                          score_mod=lambda *a: a))
+
+
+@check("merge_states takes fc_attn_fwd's lse layouts ((n, h, rows), (n, b, h, s)) and 5-D partials; flash_attn_combine")
+def check_merge_layouts():
+    rng = np.random.default_rng(120)
+    n, b, s, h, d = 3, 2, 5, 4, 64
+    op = randn(rng, (n, b, s, h, d), np.float32)
+    lp = rng.standard_normal((n, b, s, h)).astype(np.float32)
+    want_o, want_l = flashc.merge_states(op.reshape(n, b * s, h, d), lp.reshape(n, b * s, h))
+    bad = []
+    o, l = flashc.merge_states(op, lp)  # 5-D, (n, b, s, h)
+    bad += [] if np.array_equal(o, want_o.reshape(b, s, h, d)) and np.array_equal(l, want_l.reshape(b, s, h)) else ["5d"]
+    o, l = flashc.merge_states(op, np.ascontiguousarray(lp.transpose(0, 1, 3, 2)))  # (n, b, h, s): fc_attn_fwd's
+    ok = np.array_equal(o, want_o.reshape(b, s, h, d)) and np.array_equal(l, want_l.reshape(b, s, h).transpose(0, 2, 1))
+    bad += [] if ok else ["(n, b, h, s)"]
+    op4, lp4 = op.reshape(n, b * s, h, d), np.ascontiguousarray(lp.reshape(n, b * s, h).transpose(0, 2, 1))
+    o, l = flashc.merge_states(op4, lp4)  # (n, h, rows): fc_attn_fwd's varlen lse
+    bad += [] if np.array_equal(o, want_o) and np.array_equal(l, want_l.T) else ["(n, h, rows)"]
+    from flashc.flash_attn_interface import flash_attn_combine
+    out = np.empty((b, s, h, d), np.float32)
+    o, l = flash_attn_combine(op, lp, out=out)
+    bad += [] if o is out and np.array_equal(o, want_o.reshape(b, s, h, d)) else ["combine out="]
+    sq = randn(rng, (n, 4, 4, d), np.float32)  # rows == h: both layouts fit; lse_layout decides
+    lsq = rng.standard_normal((n, 4, 4)).astype(np.float32)
+    a, _ = flashc.merge_states(sq, lsq)
+    t, _ = flashc.merge_states(sq, np.ascontiguousarray(lsq.transpose(0, 2, 1)), lse_layout="heads_rows")
+    bad += [] if np.array_equal(a, t) else ["lse_layout"]
+    return combine((not bad, "differ: %s" % bad if bad else "5 layouts equal"),
+                   raises(FlashcError, "lse_partial", flashc.merge_states, op, lp[:, :, :2]),
+                   raises(FlashcError, "lse_layout", flashc.merge_states, sq, lsq, lse_layout="x"))
+
+
+@check("DLPack: objects with __dlpack__ are taken as arrays (sharing memory: an append writes through)")
+def check_dlpack():
+    class Producer:  # a foreign array library's tensor, seen only through the DLPack protocol
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, **kw):
+            return self.a.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    if not hasattr(np, "from_dlpack"):
+        return None, "numpy without from_dlpack"
+    rng = np.random.default_rng(121)
+    q, kc, vc = randn(rng, (1, 1, 2, 64), np.float32), randn(rng, (1, 8, 2, 64), np.float32), randn(rng, (1, 8, 2, 64), np.float32)
+    kn, vn = randn(rng, (1, 1, 2, 64), np.float32), randn(rng, (1, 1, 2, 64), np.float32)
+    kc2, vc2 = kc.copy(), vc.copy()
+    got = flashc.flash_attn_with_kvcache(Producer(q), Producer(kc), Producer(vc), Producer(kn), Producer(vn),
+                                         cache_seqlens=Producer(np.array([3], np.int32)))
+    want = flashc.flash_attn_with_kvcache(q, kc2, vc2, kn, vn, cache_seqlens=3)
+    ok = np.array_equal(got, want) and np.array_equal(kc, kc2) and np.array_equal(vc, vc2)
+    return combine((ok, "out and the cache written through DLPack equal the numpy call"),
+                   raises(FlashcError, "q", flashc.flash_attn_func, object(), kc, vc))
 
 
 @check("merge_states out_dtype: numpy dtypes and strings; a bad one names out_dtype")

@@ -139,11 +139,39 @@ def _native_numpy(x):
     return x
 
 
+def from_dlpack(x, name):
+    """A torch tensor (torch imported) or numpy array (CPU data) sharing the memory of a DLPack capsule or
+    of an object with __dlpack__ (cupy, JAX, ...); None when x is neither."""
+    capsule = type(x).__name__ == "PyCapsule"
+    if not capsule and not hasattr(x, "__dlpack__"):
+        return None
+    t = _torch()
+    try:
+        if t is not None:
+            return t.utils.dlpack.from_dlpack(x)
+        if np is not None and not capsule:
+            return np.from_dlpack(x)
+    except (RuntimeError, TypeError, ValueError, BufferError) as e:
+        fail("%s: cannot take this %s through DLPack: %s" % (name, type(x).__name__, e))
+    fail("%s: a DLPack %s needs torch (import torch first) or, for CPU data, numpy" % (name, type(x).__name__))
+
+
+def _maybe_dlpack(x, name):
+    """x itself unless it is a DLPack object that is not an array, which from_dlpack converts."""
+    if is_array(x) or isinstance(x, (int, float, list, tuple)):
+        return x
+    y = from_dlpack(x, name)
+    return x if y is None else y
+
+
 def check_array(x, name):
-    """Rejects what is not a numpy array or torch tensor."""
-    if not is_array(x):
-        fail("%s: expected a numpy array or torch tensor, got %s" % (name, type(x).__name__))
-    return x
+    """x as a numpy array or torch tensor: as it is, or through DLPack (sharing memory); rejects the rest."""
+    if is_array(x):
+        return x
+    y = from_dlpack(x, name)
+    if y is None:
+        fail("%s: expected a numpy array, a torch tensor or a DLPack object, got %s" % (name, type(x).__name__))
+    return y
 
 
 def _check_dtype(x, name, dtypes):
@@ -154,7 +182,7 @@ def _check_dtype(x, name, dtypes):
 def as_input(x, name, dtypes=FLOAT_DTYPES):
     """An array the C API can read: the same one, or a contiguous, aligned, native-order copy of one
     that is not (last dimension not contiguous, byte-swapped '>f2', data not aligned to its elements)."""
-    check_array(x, name)
+    x = check_array(x, name)
     _check_dtype(x, name, dtypes)
     return x if _usable(x, _itemsize(x)) else copy(x)
 
@@ -164,7 +192,7 @@ CUDA_DATA_ALIGN = 16  # bytes: what the CUDA backend needs of q/k/v-like pointer
 
 def as_data(x, name):
     """as_input for q, k, v, k_new, v_new: on CUDA also copied unless 16-byte aligned (pointer and strides)."""
-    check_array(x, name)
+    x = check_array(x, name)
     _check_dtype(x, name, FLOAT_DTYPES)
     align = CUDA_DATA_ALIGN if device_of(x)[0] == "cuda" else _itemsize(x)
     return x if _usable(x, align) else copy(x)
@@ -172,7 +200,7 @@ def as_data(x, name):
 
 def as_inplace(x, name):
     """An array written in place (the KV cache): it must be usable as is, never copied."""
-    check_array(x, name)
+    x = check_array(x, name)
     _check_dtype(x, name, FLOAT_DTYPES)
     if not _native(x):
         fail("%s: is updated in place, so it must be in native byte order (its dtype %s has byte order %r)"
@@ -258,6 +286,7 @@ def as_int32(x, like, name):
     """An int32 contiguous array in like's library and device, from ints, lists or integer arrays.
     Values in host memory are range-checked; those of a wider CUDA tensor only under the debug switch
     (set_check_errors: reading them synchronises)."""
+    x = _maybe_dlpack(x, name)
     if is_torch(like):
         t = _torch()
         x = x if is_torch(x) else t.as_tensor(_native_numpy(x))
@@ -284,6 +313,7 @@ def host_ints(x):
     would synchronise. None for None, and without numpy."""
     if x is None or np is None:
         return None
+    x = _maybe_dlpack(x, "index")
     if is_torch(x):
         if x.device.type != "cpu":
             return None
@@ -293,6 +323,7 @@ def host_ints(x):
 
 def as_float(x, like, name, keep=("float32",)):
     """A float array in like's library and device: as is when its dtype is in keep, else float32."""
+    x = _maybe_dlpack(x, name)
     if is_torch(like):
         t = _torch()
         x = x if is_torch(x) else t.as_tensor(_native_numpy(x), dtype=t.float32)
@@ -321,3 +352,32 @@ def diff_int32(cu):
     """cu[1:] - cu[:-1] of an int32 array, as a contiguous int32 array of the same library."""
     d = cu[1:] - cu[:-1]
     return d.to(dtype=_torch().int32).contiguous() if is_torch(cu) else np.ascontiguousarray(d, np.int32)
+
+
+def swap_last(x):
+    """A view of x with its last two dimensions swapped."""
+    return x.transpose(-1, -2) if is_torch(x) else np.swapaxes(x, -1, -2)
+
+
+def reshape(x, shape):
+    """x reshaped: a view where the strides allow, else a contiguous copy."""
+    return x.reshape(shape)
+
+
+def try_view(x, shape):
+    """x reshaped to shape as a view of the same memory, or None where its strides do not allow one."""
+    if is_torch(x):
+        try:
+            return x.view(shape)
+        except RuntimeError:
+            return None
+    y = x.reshape(shape)
+    return y if np.may_share_memory(x, y) else None
+
+
+def assign(dst, src):
+    """dst[...] = src, for either library."""
+    if is_torch(dst):
+        dst.copy_(src)
+    else:
+        dst[...] = src

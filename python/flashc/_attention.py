@@ -65,14 +65,17 @@ def _scores(c, q, softmax_scale, causal, window_size, softcap, alibi_slopes, sin
         c.set("sinks", A.as_float(sinks, q, "sinks"))
 
 
+_ZERO_SCALE = 2.0 ** -100  # softmax_scale=0: every score 0 (below 2^-100 |q.k|: exp rounds it to 1 in fp32)
+
+
 def _softmax_scale(softmax_scale):
-    """The C field: 0 means 1/sqrt(d) there, so an explicit 0 (flash_attn: all scores 0) is refused."""
+    """The C field, where 0 means 1/sqrt(d): None is that default; an explicit 0 (flash_attn: every score
+    0, a uniform average over the visible keys) becomes 2^-100, whose scores exp rounds to exactly 1 in
+    fp32 wherever |q.k| < 2^76."""
     if softmax_scale is None:
         return 0.0
     scale = c_float(softmax_scale, "softmax_scale")
-    if scale == 0:
-        fail("softmax_scale: = 0 is not supported (pass None for the default 1/sqrt(d))")
-    return scale
+    return _ZERO_SCALE if scale == 0 else scale
 
 
 def _outputs(c, q, out_shape, lse_shape, want_lse, out=None):
@@ -408,28 +411,74 @@ def _rotary(c, q, rotary_cos, rotary_sin, rotary_interleaved):
     c.args.rotary_interleaved = 1 if rotary_interleaved else 0
 
 
-def merge_states(out_partial, lse_partial, out_dtype=None):
+def merge_states(out_partial, lse_partial, out_dtype=None, *, lse_layout=None, out=None):
     """Merges n partial attention results over disjoint key sets (what split-KV and context parallelism need).
 
-    out_partial (n, rows, h, d_v) float32/bf16/fp16, lse_partial float32 (n, rows, h). Returns (out, lse):
-    lse = log(sum_s exp(lse_s)) float32 (rows, h), out = sum_s exp(lse_s - lse) * out_s (rows, h, d_v) in
-    out_dtype (default: out_partial's dtype; float32 output is CPU-only; a string such as "bfloat16", a
-    torch dtype or a numpy dtype). A partial with lse = -inf
-    contributes nothing; rows where all are -inf get out = 0, lse = -inf.
-    Not in flash_attn 2 (flash_attn's own combine is internal).
+    out_partial (n, rows, h, d_v) or (n, b, s, h, d_v), float32/bf16/fp16. lse_partial float32 in either
+    layout: FlashAttention's combine layout (n, rows, h) / (n, b, s, h), or the one fc_attn_fwd and the
+    functions here write, (n, h, rows) / (n, b, h, s) (a stack of varlen or dense softmax_lse). The layout
+    is found from the shapes; when h equals rows (or s) both fit and lse_layout says which: "rows_heads"
+    (the default then) or "heads_rows". Returns (out, lse): lse = log(sum_s exp(lse_s)) float32 in
+    lse_partial's layout, out = sum_s exp(lse_s - lse) * out_s of shape out_partial.shape[1:] in out_dtype
+    (default: out_partial's dtype; float32 output is CPU-only; a string such as "bfloat16", a torch dtype or
+    a numpy dtype), or written into out= . A partial with lse = -inf contributes nothing; rows where all
+    are -inf get out = 0, lse = -inf.
     """
     out_partial = A.as_input(out_partial, "out_partial")
     lse_partial = A.as_input(lse_partial, "lse_partial", ("float32",))
-    A.need_ndim(out_partial, (4,), "out_partial")
-    _, rows, h, d_v = A.shape_of(out_partial)
-    c = merge_call(out_partial)
-    c.set_many(out_partial=out_partial, lse_partial=lse_partial)
+    A.need_ndim(out_partial, (4, 5), "out_partial")
+    shape = A.shape_of(out_partial)
+    n, lead, h, d_v = shape[0], shape[1:-2], shape[-2], shape[-1]
+    rows = 1
+    for x in lead:
+        rows *= x
+    heads_rows = _lse_heads_rows(A.shape_of(lse_partial), n, lead, h, lse_layout)
+    lse_rows = lse_partial
+    if heads_rows:  # (n, h, rows) or (n, b, h, s) -> a (n, rows, h) view (a copy for b > 1)
+        lse_rows = A.swap_last(lse_partial)
+    op3, lp3 = A.reshape(out_partial, (n, rows, h, d_v)), A.reshape(lse_rows, (n, rows, h))
+    c = merge_call(op3)
+    c.set_many(out_partial=op3, lse_partial=lp3)
     out_dtype = None if out_dtype is None else A.float_dtype_name(out_dtype, "out_dtype")
-    out = A.empty_like(out_partial, (rows, h, d_v), out_dtype)
-    lse = A.empty_like(out_partial, (rows, h), "float32")
-    c.set_many(out=out, lse=lse)
+    if out is None:
+        out = A.empty_like(out_partial, lead + (h, d_v), out_dtype)
+    else:
+        out = A.as_inplace(A.check_array(out, "out"), "out")
+        if A.shape_of(out) != lead + (h, d_v):
+            fail("out: shape %s, expected %s" % (A.shape_of(out), lead + (h, d_v)))
+    lse = A.empty_like(out_partial, A.shape_of(lse_partial)[1:], "float32")
+    # The C call writes (rows, h, d_v) and (rows, h) views; where out or lse cannot be viewed so (dense
+    # lse in fc_attn_fwd's (b, h, s) layout, an out= with odd strides) it writes temporaries, copied after.
+    out_c = A.try_view(out, (rows, h, d_v))
+    lse_c = A.try_view(A.swap_last(lse) if heads_rows else lse, (rows, h))
+    c.set("out", out_c if out_c is not None else A.empty_like(out, (rows, h, d_v)), "out")
+    c.set("lse", lse_c if lse_c is not None else A.empty_like(lse, (rows, h)), "lse")
     c.run_merge()
+    if out_c is None:
+        A.assign(out, A.reshape(c.arrays["out"], lead + (h, d_v)))
+    if lse_c is None:
+        got = A.reshape(c.arrays["lse"], lead + (h,))
+        A.assign(lse, A.swap_last(got) if heads_rows else got)
     return out, lse
+
+
+def _lse_heads_rows(lse_shape, n, lead, h, layout):
+    """True when lse_partial is in fc_attn_fwd's layout (heads before rows), False for (rows, h) last."""
+    rows_heads = (n,) + lead + (h,)
+    heads_rows = (n,) + lead[:-1] + (h, lead[-1])
+    if layout not in (None, "rows_heads", "heads_rows"):
+        fail("lse_layout: %r; expected None, 'rows_heads' or 'heads_rows'" % (layout,))
+    want = {"rows_heads": rows_heads, "heads_rows": heads_rows}.get(layout)
+    if want is not None:
+        if lse_shape != want:
+            fail("lse_partial: shape %s, expected %s for lse_layout %r" % (lse_shape, want, layout))
+        return layout == "heads_rows"
+    if lse_shape == rows_heads:
+        return False
+    if lse_shape == heads_rows:
+        return True
+    fail("lse_partial: shape %s, expected %s (rows, heads) or %s (heads, rows, as fc_attn_fwd writes)"
+         % (lse_shape, rows_heads, heads_rows))
 
 
 # ------------------------------------------------------------------------------------------------
