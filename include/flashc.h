@@ -112,6 +112,15 @@
  * as they run, stay inside every tensor whatever the contents say, and record what they found for
  * fc_check_errors (below).
  *
+ * Threads and lifetimes. Every function may be called from any thread at once; fc_last_error is per
+ * thread; fc_set_num_threads changes the CPU worker count for every later call of the process. A CUDA
+ * call runs on the calling thread's current device (cudaSetDevice) and on `stream`; it returns once the
+ * work is queued, so its tensors and workspace must stay allocated, and the tensors it writes untouched,
+ * until the stream has run it (in a CUDA graph: for as long as the graph is replayed, with the pointers
+ * it was captured with). Two calls that run at the same time need two workspaces. The library allocates
+ * no device memory; it keeps a fixed per-device error record (fc_check_errors) and caches a few device
+ * properties and kernel attributes per device.
+ *
  * Sizes: at most 2^30 query rows per sequence times h_q / h_k (dense: s_q; varlen: total_q, or
  * max_seqlen_q if larger) and at most 2^30 keys per sequence (dense: s_k; varlen: total_k, or
  * max_seqlen_k if larger; paged: max_pages * page_size), so that every index fits in 32 bits; s_new

@@ -286,8 +286,9 @@ def check_pip_install():
         py = os.path.join(venv, "bin", "python")
         r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-input", ROOT], capture_output=True, text=True,
                            env=env, cwd=tmp)
-        if r.returncode != 0 and re.search(r"No matching distribution found for (setuptools|wheel)|"
-                                           r"Failed to establish a new connection", r.stderr):
+        if r.returncode != 0 and re.search(r"(No matching distribution found|Could not find a version that "
+                                           r"satisfies the requirement) (for )?(setuptools|wheel)|"
+                                           r"Failed to establish a new connection|Network is unreachable", r.stderr):
             return None, "pip cannot reach a package index for setuptools: %s" % r.stderr.strip()[-160:]
         if r.returncode != 0:
             return False, "pip install failed: %s" % r.stderr.strip()[-400:]
