@@ -97,7 +97,9 @@
  * context parallelism needs).
  *
  * Dtypes: q, k, v, out, k_new, v_new share one dtype: FC_BF16 or FC_FP16 on every backend, FC_FP32 on
- * the CPU only. Head dims d and d_v: each one of {64, 96, 128, 192, 256}. Accumulation is fp32.
+ * the CPU only. Head dims d and d_v: each a multiple of 8 from 8 to 256 (CUDA has kernels for 64, 96,
+ * 128, 192, 256 and d 192 / d_v 128; other dims run on the next kernel up, the extra features zero, as
+ * FlashAttention-3 does). Accumulation is fp32.
  *
  * ------------------------------------------------------------------------------------------------
  * Devices, streams, workspaces. FC_DEVICE_CPU computes on the calling thread plus worker threads

@@ -75,7 +75,8 @@ void fc_attn_args_init(fc_attn_args *a) {
 
 static int is_present(const fc_tensor *t) { return t->data != NULL; }
 
-static int head_dim_supported(int64_t d) { return d == 64 || d == 96 || d == 128 || d == 192 || d == 256; }
+/* Head dims: multiples of 8 from 8 to 256 (CUDA runs them on the next kernel up: 64, 96, 128, 192, 256). */
+static int head_dim_supported(int64_t d) { return d >= 8 && d <= 256 && d % 8 == 0; }
 
 /* Largest element offset t can reach, checked against int64 overflow (in bytes too). */
 static fc_status check_extent(const fc_tensor *t, const char *name) {
@@ -189,7 +190,7 @@ static fc_status shape_queries(const fc_attn_args *a, fc_problem *p) {
     p->d = (int)q->shape[hd + 1];
     if (p->h_q < 1) return fc_fail(FC_ERR_INVALID_ARGUMENT, "q", "has no heads (shape[%d] = 0)", hd);
     if (!head_dim_supported(p->d))
-        return fc_fail(FC_ERR_UNSUPPORTED, "q", "head dim %d not supported (64, 96, 128, 192, 256)", p->d);
+        return fc_fail(FC_ERR_UNSUPPORTED, "q", "head dim %d not supported (a multiple of 8 from 8 to 256)", p->d);
     if (varlen) {
         TRY(check_index(&a->cu_seqlens_q, "cu_seqlens_q", 1));
         if (a->cu_seqlens_q.shape[0] < 1)
@@ -249,7 +250,7 @@ static fc_status shape_keys(const fc_attn_args *a, fc_problem *p) {
     TRY(expect_dim(k, "k", nd - 1, p->d, "d, as q"));
     TRY(expect_dim(v, "v", nd - 1, p->d_v, "d_v, as out"));
     if (!head_dim_supported(p->d_v))
-        return fc_fail(FC_ERR_UNSUPPORTED, "v", "head dim %d not supported (64, 96, 128, 192, 256)", p->d_v);
+        return fc_fail(FC_ERR_UNSUPPORTED, "v", "head dim %d not supported (a multiple of 8 from 8 to 256)", p->d_v);
     p->h_k = (int)k->shape[nd - 2];
     if (p->h_k < 1 || p->h_q % p->h_k != 0)
         return fc_fail(FC_ERR_INVALID_ARGUMENT, "k", "shape[%d] = %d (h_k) must divide h_q = %d", nd - 2, p->h_k, p->h_q);

@@ -228,6 +228,32 @@ static void sweep_dv(group *g) {
             }
 }
 
+/* Head dims off the kernel set (multiples of 8, run on the next kernel up): prefill (wgmma, dense and
+ * varlen, TMA and cp.async K/V) and paged decode (mma.sync), both dtypes, causal and not, split and not. */
+static void sweep_odd_dims(group *g) {
+    static const int dd[][2] = {{8, 8}, {40, 40}, {72, 72}, {120, 120}, {136, 136}, {200, 200}, {248, 248},
+                                {72, 40}, {8, 256}, {256, 8}, {184, 128}, {80, 96}};
+    int i = 0;
+    for (int k = 0; k < 12; k++)
+        for (int decode = 0; decode < 2; decode++)
+            for (int causal = 0; causal < 2; causal++, i++) {
+                cfg c = cfg_base();
+                c.dt = DTYPES[i % 2];
+                c.d = dd[k][0], c.d_v = dd[k][1], c.causal = causal;
+                c.splits[0] = split_of(i);
+                if (decode) {
+                    c.h_q = 8, c.h_k = 2, c.s_q = 1, c.s_k = 300 + i;
+                    c.kv = KV_PAGED, c.page_size = i % 4 ? 16 : 64, c.seqused = 1;
+                    if (i % 3 == 0) c.s_new = 1, c.rot_dim = c.d >= 16 ? 16 : 0;
+                } else {
+                    set_heads(&c, i);
+                    c.s_q = 200 + 37 * k, c.s_k = 300 + 11 * k;
+                    if (k % 3 == 1) c.kv = KV_VARLEN, c.q_varlen = 1;
+                }
+                run_case(g, &c);
+            }
+}
+
 /* Paged KV: page sizes 1, 3, 16, 64, 256 over a shuffled page table; dense and varlen queries. */
 static void sweep_paged(group *g) {
     static const int sizes[5] = {1, 3, 16, 64, 256};
@@ -538,7 +564,7 @@ int main(int argc, char **argv) {
         {"core", sweep_core},     {"seqlens", sweep_seqlens}, {"alibi", sweep_alibi_sinks}, {"d_v", sweep_dv},
         {"paged", sweep_paged},   {"varlen", sweep_varlen},   {"splits", sweep_splits},     {"decode", sweep_decode},
         {"append", sweep_append}, {"masked", sweep_masked},   {"strides", sweep_strides},   {"mixed", sweep_mixed},
-        {"graph", sweep_graph},
+        {"graph", sweep_graph},   {"odd_dims", sweep_odd_dims},
     };
     const char *only = argc > 1 ? argv[1] : NULL; /* optional: one group by name */
     if (harness_init("gpu_attn")) return 2;

@@ -6,7 +6,7 @@
  * the CUDA backend's). Neighbouring seeds give unrelated cases.
  *
  * What is drawn: dtype bf16/fp16; (d, d_v) every pair of {64, 96, 128, 192, 256}, d = d_v and
- * (192, 128) most often; h_k 1..8 and a group of 1..16 (MHA, GQA, MQA), h_q <= 32; batch 1..8;
+ * (192, 128) most often, and any multiples of 8 up to 256 one time in ten; h_k 1..8 and a group of 1..16 (MHA, GQA, MQA), h_q <= 32; batch 1..8;
  * lengths 0, 1, short, medium (most), tile edges, and long (301..2048, then one or two sequences);
  * masks none, causal, a window (wl, wr from -1 to past the key length), causal with
  * a left window; softcap; scale; ALiBi (h_q) and (b, h_q); sinks; lse or not; dense, varlen (empty
@@ -47,10 +47,13 @@ static inline int rc_length(uint64_t *r) {
 static inline void rc_dims(cfg *c, uint64_t *r) {
     static const int hd[5] = {64, 96, 128, 192, 256};
     int k = tu_randint(r, 0, 99);
-    if (k < 55) {
+    if (k < 50) {
         c->d = c->d_v = rc_pick(r, hd, 5);
-    } else if (k < 70) {
+    } else if (k < 65) {
         c->d = 192, c->d_v = 128;
+    } else if (k < 75) { /* any multiple of 8 up to 256 (the next kernel up on CUDA) */
+        c->d = 8 * tu_randint(r, 1, 32);
+        c->d_v = k < 70 ? c->d : 8 * tu_randint(r, 1, 32);
     } else {
         c->d = rc_pick(r, hd, 5);
         c->d_v = rc_pick(r, hd, 5);

@@ -193,6 +193,29 @@ static void sweep_long(group *g) {
             }
 }
 
+/* Head dims off the kernel set (multiples of 8: CUDA runs them on the next kernel up), d = d_v and not. */
+static void sweep_odd_dims(group *g) {
+    static const int dd[][2] = {{8, 8}, {40, 40}, {72, 72}, {120, 120}, {136, 136}, {200, 200}, {248, 248},
+                                {72, 40}, {8, 256}, {256, 8}, {184, 128}, {80, 96}};
+    int i = 0;
+    for (int k = 0; k < 12; k++)
+        for (int v = 0; v < 2; v++, i++) {
+            cfg c = cfg_base();
+            c.dt = DTYPES[i % 3];
+            set_heads(&c, i);
+            c.d = dd[k][0];
+            c.d_v = dd[k][1];
+            c.causal = v;
+            c.s_q = v ? 37 : 70;
+            c.s_k = v ? 91 : 150;
+            if (k % 3 == 1) c.kv = KV_PAGED, c.page_size = 16, c.seqused = 1;
+            if (k % 3 == 2) c.kv = KV_VARLEN, c.q_varlen = 1;
+            if (k % 4 == 3 && c.kv != KV_VARLEN) c.s_new = 2, c.s_q = 2, c.seqused = 1, c.rot_dim = c.d >= 16 ? 16 : 0;
+            c.splits[0] = i % 3 ? 0 : 3;
+            run_case(g, &c);
+        }
+}
+
 /* d_v != d. */
 static void sweep_dv(group *g) {
     static const int dd[][2] = {{192, 128}, {64, 256}, {128, 64}, {256, 96}, {96, 192}};
@@ -544,7 +567,7 @@ static void sweep_merge(group *g) {
 
 int main(int argc, char **argv) {
     static const sweep sweeps[] = {
-        {"core", sweep_core},       {"long", sweep_long},       {"d_v", sweep_dv},
+        {"core", sweep_core},       {"long", sweep_long},       {"d_v", sweep_dv},    {"odd_dims", sweep_odd_dims},
         {"alibi", sweep_alibi},     {"sinks", sweep_sinks},     {"varlen", sweep_varlen},
         {"paged", sweep_paged},     {"splits", sweep_splits},   {"strides", sweep_strides},
         {"append", sweep_append},   {"masked", sweep_masked},   {"unused", sweep_unused},

@@ -656,10 +656,14 @@ def check_err_ndim():
     return raises(FlashcError, "q", flashc.flash_attn_func, q, k, v)
 
 
-@check("error: unsupported head dim 48 names q")
+@check("error: head dims 44 and 264 name q; 48 (a multiple of 8) runs")
 def check_err_headdim():
-    q, k, v = _qkv(np.random.default_rng(82), (1, 4, 2, 48), (1, 4, 2, 48))
-    return raises(FlashcError, "q", flashc.flash_attn_func, q, k, v)
+    rng = np.random.default_rng(82)
+    q, k, v = _qkv(rng, (1, 4, 2, 44), (1, 4, 2, 44))
+    q2, k2, v2 = _qkv(rng, (1, 4, 2, 264), (1, 4, 2, 264))
+    return combine(raises(FlashcError, "q", flashc.flash_attn_func, q, k, v),
+                   raises(FlashcError, "q", flashc.flash_attn_func, q2, k2, v2),
+                   dense_case("float16", d=48, s_q=9, s_k=13, seed=83))  # a multiple of 8 runs
 
 
 @check("error: k dtype differs from q names k")

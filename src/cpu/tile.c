@@ -166,12 +166,20 @@ static void qk_block(const float *q, int d, const float *kt, float *s, int rows)
     }
 }
 
-/* O[rows][d_v] = alpha O + P V, 16 features (a panel of v that stays in L1) at a time over all rows. */
+/* O[rows][d_v] = alpha O + P V, 16 features (a panel of v that stays in L1) at a time over all rows; the
+ * last 8 of a d_v that is not a multiple of 16 one row at a time. */
 static void pv_block(const float *pr, const float *v, int dv, const float *alpha, float *o, int rows) {
-    for (int c0 = 0; c0 < dv; c0 += 16) {
+    int c0 = 0;
+    for (; c0 + 16 <= dv; c0 += 16) {
         int i = 0;
         for (; i + FC_CPU_RT <= rows; i += FC_CPU_RT) pv_rows(FC_CPU_RT, pr + i * BK, v + c0, dv, alpha + i, o + i * dv + c0);
         for (; i < rows; i++) pv_rows(1, pr + i * BK, v + c0, dv, alpha + i, o + i * dv + c0);
+    }
+    for (int i = 0; i < rows && c0 < dv; i++) {
+        float acc[16] = {0};
+        for (int j = 0; j < BK; j++)
+            for (int c = c0; c < dv; c++) acc[c - c0] = fc_madd(pr[i * BK + j], v[j * dv + c], acc[c - c0]);
+        for (int c = c0; c < dv; c++) o[i * dv + c] = fc_madd(alpha[i], o[i * dv + c], acc[c - c0]);
     }
 }
 

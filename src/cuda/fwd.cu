@@ -185,11 +185,15 @@ static fc_status launch_dims(const fc_problem *p, fc_split_ws ws, cudaStream_t s
 }
 
 // The one dispatch over dtype and head dims: launches, or (info != NULL) only reports the config.
-// d = d_v and d 192 / d_v 128 have their own kernels; any other pair runs padded to max(d, d_v).
+// The kernel head dim of a head dim (a multiple of 8 up to 256): the next of 64, 96, 128, 192, 256.
+static int kernel_dim(int d) { return d <= 64 ? 64 : d <= 96 ? 96 : d <= 128 ? 128 : d <= 192 ? 192 : 256; }
+
+// d = d_v of the five kernel dims and d 192 / d_v 128 have their own kernels; any other pair runs padded to
+// the kernel dim of max(d, d_v) (both kernels zero-fill the features past d and d_v).
 static fc_status dispatch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
 #define FC_DIMS(T)                                                                                 \
     if (p->d == 192 && p->d_v == 128) return launch_dims<T, 192, 128>(p, ws, stream, info);        \
-    switch (p->d > p->d_v ? p->d : p->d_v) {                                                       \
+    switch (kernel_dim(p->d > p->d_v ? p->d : p->d_v)) {                                           \
     case 64: return launch_dims<T, 64, 64>(p, ws, stream, info);                                   \
     case 96: return launch_dims<T, 96, 96>(p, ws, stream, info);                                   \
     case 128: return launch_dims<T, 128, 128>(p, ws, stream, info);                                \
@@ -198,7 +202,7 @@ static fc_status dispatch(const fc_problem *p, fc_split_ws ws, cudaStream_t stre
     }
     if (p->dtype == FC_BF16) { FC_DIMS(__nv_bfloat16) } else { FC_DIMS(__half) }
 #undef FC_DIMS
-    return fc_fail(FC_ERR_UNSUPPORTED, "q", "head dims d %d, d_v %d have no CUDA kernel (each one of 64, 96, 128, 192, 256)",
+    return fc_fail(FC_ERR_UNSUPPORTED, "q", "head dims d %d, d_v %d have no CUDA kernel (multiples of 8 up to 256)",
                    p->d, p->d_v);
 }
 

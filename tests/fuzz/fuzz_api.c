@@ -441,7 +441,7 @@ __attribute__((format(printf, 2, 3))) static int not_ok(model *m, const char *fm
     return 0;
 }
 
-static int head_dim_ok(int64_t d) { return d == 64 || d == 96 || d == 128 || d == 192 || d == 256; }
+static int head_dim_ok(int64_t d) { return d >= 8 && d <= 256 && d % 8 == 0; }
 
 /* Rules every tensor follows: present, dtype, ndim, shapes in [0, 2^31), strides >= 0, aligned. */
 static int data_ok(model *m, const fc_tensor *t, fc_dtype dt, int nd, size_t align) {
@@ -768,7 +768,7 @@ static void check_attn_values(fcase *c, const acase *k, const model *m) {
 enum { MAX_SEQ = 64 };
 
 static int read_head_dim(reader *r) {
-    static const int dims[8] = {64, 128, 96, 192, 256, 64, 32, -1};
+    static const int dims[8] = {64, 128, 96, 192, 256, 64, 40, -1};
     int d = dims[pick(r, 8)];
     return d >= 0 ? d : (int)range(r, 0, 300);
 }
