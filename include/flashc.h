@@ -74,7 +74,13 @@
  *   out    as q, with last dim d_v; same dtype as q
  *   lse    float32, dense (b, h_q, s_q), varlen (h_q, total_q); natural log; optional
  *
- * A dense cache may hold more sequences than the batch (b_k > b): sequence i uses its row i.
+ * A dense cache may hold more sequences than the batch (b_k > b): sequence i uses its row i, or row
+ * kv_batch_idx[i] when that is given (any b_k >= 1; with an append, no two sequences may name one row).
+ * kv_leftpad (dense caches): sequence i's keys are cache rows kv_leftpad[i] .. seqused_k[i] - 1 (or to
+ * s_k without seqused_k): seqused_k still counts from row 0, as flash_attn's cache_seqlens does, and an
+ * append goes to rows seqused_k[i] ..; masks and ALiBi count keys from the first one, rotary positions
+ * are cache rows (key j at kv_leftpad[i] + j, query row r at kv_leftpad[i] + s_k - s_q + r), as in
+ * flash_attn.
  * q and k/v choose their layouts independently (varlen queries over a paged cache is the usual serving
  * case). cu_seqlens are prefix sums starting at 0. seqused_k (b) int32, optional for dense and varlen KV
  * and required for paged KV, says how many keys of each sequence count (the first seqused_k[i]).
@@ -268,6 +274,11 @@ typedef struct fc_attn_args {
 
     /* Work decomposition. */
     int num_splits;           /* 0: chosen by flashc; 1: no split; n <= 128: up to n splits of the key range */
+
+    /* A dense cache indexed and padded per sequence (flash_attn's cache_batch_idx and cache_leftpad).
+     * Added in 0.2, at the end: the fields above keep their offsets. */
+    fc_tensor kv_batch_idx;   /* int32 (b): dense k/v only: sequence i uses cache row kv_batch_idx[i] (else i) */
+    fc_tensor kv_leftpad;     /* int32 (b): dense k/v only: sequence i's keys start at row kv_leftpad[i] */
 } fc_attn_args;
 
 /* Fills *args with the defaults: CPU, all tensors absent, scale 0 (1/sqrt(d)), no softcap, no mask

@@ -284,11 +284,26 @@ static fc_status shape_keys(const fc_attn_args *a, fc_problem *p) {
         p->s_k = a->max_seqlen_k; /* CPU: refined from the contents */
         p->total_k = k->shape[0];
     } else {
-        if (k->shape[0] < p->batch) /* a larger cache is fine: sequence i uses its row i */
+        if (!is_present(&a->kv_batch_idx) && k->shape[0] < p->batch) /* a larger cache is fine: row i is sequence i */
             return fc_fail(FC_ERR_INVALID_ARGUMENT, "k", "shape[0] = %lld, expected at least b = %d (sequence i uses "
                            "cache row i)", (long long)k->shape[0], p->batch);
+        if (k->shape[0] < 1 && p->batch > 0)
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, "k", "shape[0] = 0: kv_batch_idx names rows of an empty cache");
         p->s_k = (int)k->shape[1];
+        p->k_batch = (int)k->shape[0];
     }
+    static const char *const per_seq[2] = {"kv_batch_idx", "kv_leftpad"};
+    const fc_tensor *per_seq_t[2] = {&a->kv_batch_idx, &a->kv_leftpad};
+    for (int i = 0; i < 2; i++) {
+        if (!is_present(per_seq_t[i])) continue;
+        if (paged || varlen)
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, per_seq[i], "needs a dense cache (k of shape (b_k, s_k, h_k, d)), "
+                           "not a %s one", paged ? "paged" : "varlen");
+        TRY(check_index(per_seq_t[i], per_seq[i], 1));
+        TRY(expect_dim(per_seq_t[i], per_seq[i], 0, p->batch, "b"));
+    }
+    p->kv_batch_idx = (const int32_t *)a->kv_batch_idx.data;
+    p->kv_leftpad = (const int32_t *)a->kv_leftpad.data;
     if (is_present(&a->seqused_k)) {
         TRY(check_index(&a->seqused_k, "seqused_k", 1));
         TRY(expect_dim(&a->seqused_k, "seqused_k", 0, p->batch, "b"));
@@ -520,12 +535,12 @@ static int views_disjoint(const fc_tensor *a, const fc_tensor *b) {
 /* The tensors of fc_attn_args, in declaration order (the overlap check and fc_plan_run walk them). */
 const char *const fc_attn_tensor_names[FC_ATTN_TENSORS] = {
     "q", "k", "v", "out", "lse", "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "page_table", "k_new", "v_new",
-    "rotary_cos", "rotary_sin", "alibi_slopes", "sinks"};
+    "rotary_cos", "rotary_sin", "alibi_slopes", "sinks", "kv_batch_idx", "kv_leftpad"};
 
 const fc_tensor *fc_attn_tensor(const fc_attn_args *a, int i) {
     const fc_tensor *t[FC_ATTN_TENSORS] = {&a->q, &a->k, &a->v, &a->out, &a->lse, &a->cu_seqlens_q, &a->cu_seqlens_k,
                                            &a->seqused_k, &a->page_table, &a->k_new, &a->v_new, &a->rotary_cos,
-                                           &a->rotary_sin, &a->alibi_slopes, &a->sinks};
+                                           &a->rotary_sin, &a->alibi_slopes, &a->sinks, &a->kv_batch_idx, &a->kv_leftpad};
     return t[i];
 }
 
@@ -624,6 +639,39 @@ static fc_status check_seqused(const fc_problem *p) {
     return FC_OK;
 }
 
+/* kv_batch_idx: rows of the cache, distinct when appending; kv_leftpad: within each sequence's keys. */
+static int by_int(const void *x, const void *y) {
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return (a > b) - (a < b);
+}
+
+static fc_status check_kv_index(const fc_problem *p) {
+    for (int b = 0; p->kv_batch_idx && b < p->batch; b++)
+        if (p->kv_batch_idx[b] < 0 || p->kv_batch_idx[b] >= p->k_batch)
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, "kv_batch_idx", "[%d] = %d is not a row of the cache [0, %d)", b,
+                           p->kv_batch_idx[b], p->k_batch);
+    if (p->kv_batch_idx && p->k_new.data && p->batch > 1) { /* two appends into one row would race */
+        int32_t *rows = malloc(sizeof(int32_t) * (size_t)p->batch);
+        if (!rows) return fc_fail(FC_ERR_OUT_OF_MEMORY, "kv_batch_idx", "cannot allocate %d ints to check it", p->batch);
+        memcpy(rows, p->kv_batch_idx, sizeof(int32_t) * (size_t)p->batch);
+        qsort(rows, (size_t)p->batch, sizeof(int32_t), by_int);
+        int dup = -1;
+        for (int i = 1; i < p->batch && dup < 0; i++)
+            if (rows[i] == rows[i - 1]) dup = rows[i];
+        free(rows);
+        if (dup >= 0)
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, "kv_batch_idx", "names cache row %d for two sequences, and both append "
+                           "to it (k_new)", dup);
+    }
+    for (int b = 0; p->kv_leftpad && b < p->batch; b++) {
+        int64_t pad = p->kv_leftpad[b], keys = p->seqused_k ? p->seqused_k[b] : p->s_k;
+        if (pad < 0 || pad > keys)
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, "kv_leftpad", "[%d] = %lld is outside [0, %lld] (the sequence's keys "
+                           "counted from row 0)", b, (long long)pad, (long long)keys);
+    }
+    return FC_OK;
+}
+
 static fc_status check_pages(const fc_problem *p) {
     for (int b = 0; b < p->batch; b++) {
         int64_t keys = (int64_t)p->seqused_k[b] + p->s_new;
@@ -708,10 +756,10 @@ static fc_status check_page_writes(const fc_problem *p) {
 static fc_status check_rotary(const fc_problem *p) {
     for (int b = 0; b < p->batch; b++) {
         fc_seqlen s = fc_seqlen_of(p, b);
-        if (s.s_k > p->rotary_max_pos)
-            return fc_fail(FC_ERR_INVALID_ARGUMENT, "rotary_cos", "has %d positions, sequence %d needs %d", p->rotary_max_pos,
-                           b, s.s_k);
-        if (s.s_q > s.s_k)
+        if ((int64_t)s.pos0 + s.s_k > p->rotary_max_pos)
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, "rotary_cos", "has %d positions, sequence %d needs %lld", p->rotary_max_pos,
+                           b, (long long)s.pos0 + s.s_k);
+        if (s.s_q > (int64_t)s.pos0 + s.s_k)
             return fc_fail(FC_ERR_INVALID_ARGUMENT, "rotary_cos", "sequence %d has more queries (%d) than keys (%d): "
                            "query positions would be negative", b, s.s_q, s.s_k);
     }
@@ -724,6 +772,7 @@ static fc_status check_contents(const fc_attn_args *a, fc_problem *p) {
     if (p->cu_seqlens_k)
         TRY(check_cu_seqlens(p->cu_seqlens_k, p->batch, a->k.shape[0], p->s_k, "cu_seqlens_k", "max_seqlen_k", &p->s_k));
     if (p->seqused_k) TRY(check_seqused(p));
+    if (p->kv_batch_idx || p->kv_leftpad) TRY(check_kv_index(p));
     if (p->kv_layout == FC_KV_PAGED) TRY(check_pages(p));
     if (p->kv_layout == FC_KV_PAGED && p->k_new.data) TRY(check_page_writes(p));
     if (p->rotary_cos) TRY(check_rotary(p));

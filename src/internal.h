@@ -58,6 +58,9 @@ typedef struct fc_problem {
     const int32_t *cu_seqlens_k;
     const int32_t *seqused_k;  /* NULL: every key of the layout counts */
     const int32_t *page_table; /* paged: entry (b, p) at page_table[b*page_table_sb + p] */
+    const int32_t *kv_batch_idx; /* dense, optional: sequence b uses cache row kv_batch_idx[b] (< k_batch) */
+    const int32_t *kv_leftpad;   /* dense, optional: sequence b's keys start at cache row kv_leftpad[b] */
+    int k_batch;               /* dense: rows of the cache (k.shape[0]) */
     int64_t page_table_sb;
     int page_size, num_pages, max_pages;
     uint32_t page_div_mul;     /* j / page_size == fc_fast_div(j, page_div_mul, page_div_shift) */
@@ -111,7 +114,7 @@ fc_status fc_fail_capacity(fc_kv_layout layout, int b, int64_t used, int64_t s_n
 /* ---------------------------------------------------------------------------------------------- */
 /* api.c's pieces that fc_plan (plan_run.c) reuses.                                                 */
 
-#define FC_ATTN_TENSORS 15
+#define FC_ATTN_TENSORS 17
 extern const char *const fc_attn_tensor_names[FC_ATTN_TENSORS];
 const fc_tensor *fc_attn_tensor(const fc_attn_args *a, int i); /* i-th tensor of a, in declaration order */
 /* Validates args into p (on the CPU the contents of the index tensors too), as fc_attn_fwd does. */
@@ -157,7 +160,9 @@ int fc_plan_num_splits(int asked, int64_t work_items, int n_kv_blocks, int n_wor
 typedef struct fc_seqlen {
     int64_t q_row0;  /* global row of the sequence's first query (0 for dense: use q.sb) */
     int s_q;         /* queries of the sequence */
-    int64_t k_row0;  /* global row of its first key (varlen), else 0 */
+    int64_t k_row0;  /* row of its first key: varlen, global row; dense, kv_leftpad[b] (else 0) */
+    int kv_b;        /* dense: the cache row it uses (kv_batch_idx[b], else b) */
+    int pos0;        /* rotary position of its first key (kv_leftpad[b], else 0) */
     int s_cache;     /* keys present before the append */
     int s_k;         /* keys attended: s_cache + s_new */
 } fc_seqlen;
@@ -171,13 +176,16 @@ FC_HD fc_seqlen fc_seqlen_of(const fc_problem *p, int b) {
         s.q_row0 = 0;
         s.s_q = p->s_q;
     }
-    s.k_row0 = p->cu_seqlens_k ? p->cu_seqlens_k[b] : 0;
+    int pad = p->kv_leftpad ? p->kv_leftpad[b] : 0; /* api.c: 0 <= pad <= the keys counted from row 0 */
+    s.k_row0 = p->cu_seqlens_k ? p->cu_seqlens_k[b] : pad;
+    s.kv_b = p->kv_batch_idx ? p->kv_batch_idx[b] : b;
+    s.pos0 = pad;
     if (p->seqused_k)
-        s.s_cache = p->seqused_k[b];
+        s.s_cache = p->seqused_k[b] - pad;
     else if (p->cu_seqlens_k)
         s.s_cache = p->cu_seqlens_k[b + 1] - p->cu_seqlens_k[b];
     else
-        s.s_cache = p->s_k;
+        s.s_cache = p->s_k - pad;
     s.s_k = s.s_cache + (p->k_new.data ? p->s_new : 0);
     return s;
 }
@@ -196,7 +204,7 @@ FC_HD int fc_fast_div(int n, uint32_t mul, int shift) {
 }
 
 /* Where key j of sequence b lives: element offset outer*kv.sb + row*kv.sr in either view (p->k, p->v).
- * Dense: (b, j); varlen: (0, k_row0 + j); paged: (page_table[b][j / page_size], j % page_size). */
+ * Dense: (kv_b, k_row0 + j); varlen: (0, k_row0 + j); paged: (page_table[b][j / page_size], j % page_size). */
 typedef struct fc_kv_loc {
     int64_t outer, row;
 } fc_kv_loc;
@@ -211,7 +219,7 @@ FC_HD fc_kv_loc fc_kv_locate(const fc_problem *p, const fc_seqlen *s, int b, int
         break;
     }
     case FC_KV_VARLEN: l.outer = 0; l.row = s->k_row0 + j; break;
-    default: l.outer = b; l.row = j; break;
+    default: l.outer = s->kv_b; l.row = s->k_row0 + j; break;
     }
     return l;
 }

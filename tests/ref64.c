@@ -19,6 +19,7 @@ typedef struct ref_ctx {
 /* One sequence: where its queries are and how many keys it has. */
 typedef struct ref_seq {
     int64_t q_row0, s_q, s_cache, s_k;
+    int64_t pad; /* kv_leftpad: the first key's cache row and rotary position */
 } ref_seq;
 
 static int64_t i32_1d(const fc_tensor *t, int64_t i) {
@@ -58,9 +59,10 @@ static ref_seq seq_of(const ref_ctx *c, int b) {
         s.q_row0 = (int64_t)b * c->s_q;
         s.s_q = c->s_q;
     }
-    if (a->seqused_k.data) s.s_cache = i32_1d(&a->seqused_k, b);
+    s.pad = a->kv_leftpad.data ? i32_1d(&a->kv_leftpad, b) : 0;
+    if (a->seqused_k.data) s.s_cache = i32_1d(&a->seqused_k, b) - s.pad;
     else if (c->kv == KV_VARLEN) s.s_cache = i32_1d(&a->cu_seqlens_k, b + 1) - i32_1d(&a->cu_seqlens_k, b);
-    else s.s_cache = c->capacity;
+    else s.s_cache = c->capacity - s.pad;
     s.s_k = s.s_cache + c->s_new;
     return s;
 }
@@ -74,7 +76,11 @@ static int64_t kv_offset(const ref_ctx *c, const fc_tensor *t, int b, int64_t j,
         int64_t page = i32_2d(&a->page_table, b, j / c->page_size);
         return page * t->stride[0] + (j % c->page_size) * t->stride[1] + h * t->stride[2];
     }
-    default: return b * t->stride[0] + j * t->stride[1] + h * t->stride[2];
+    default: { /* kv_batch_idx picks the cache row, kv_leftpad where its keys start */
+        int64_t row = a->kv_batch_idx.data ? i32_1d(&a->kv_batch_idx, b) : b;
+        int64_t pad = a->kv_leftpad.data ? i32_1d(&a->kv_leftpad, b) : 0;
+        return row * t->stride[0] + (pad + j) * t->stride[1] + h * t->stride[2];
+    }
     }
 }
 
@@ -130,11 +136,15 @@ static int check_sequences(ref_ctx *c) {
     const fc_attn_args *a = c->a;
     for (int b = 0; b < c->batch; b++) {
         ref_seq s = seq_of(c, b);
-        if (s.s_q < 0 || s.s_cache < 0) return -1;
+        if (s.s_q < 0 || s.s_cache < 0 || s.pad < 0) return -1;
+        if (a->kv_batch_idx.data) {
+            int64_t row = i32_1d(&a->kv_batch_idx, b);
+            if (row < 0 || row >= a->k.shape[0]) return -1;
+        }
         if (c->kv == KV_VARLEN) {
             int64_t len = i32_1d(&a->cu_seqlens_k, b + 1) - i32_1d(&a->cu_seqlens_k, b);
             if (s.s_cache > len) return -1;
-        } else if (s.s_k > c->capacity) {
+        } else if (s.pad + s.s_k > c->capacity) {
             return -1;
         }
         if (c->kv == KV_PAGED)
@@ -142,7 +152,7 @@ static int check_sequences(ref_ctx *c) {
                 int64_t page = i32_2d(&a->page_table, b, p);
                 if (page < 0 || page >= c->num_pages) return -1;
             }
-        if (c->rot_half && (s.s_k - s.s_q < 0 || s.s_k > c->max_pos)) return -1;
+        if (c->rot_half && (s.pad + s.s_k - s.s_q < 0 || s.pad + s.s_k > c->max_pos)) return -1;
         if (s.s_cache > c->max_cache) c->max_cache = s.s_cache;
         if (s.s_k > c->max_keys) c->max_keys = s.s_k;
     }
@@ -190,7 +200,7 @@ static void load_kv(const ref_ctx *c, int b, int hk, const ref_seq *s, kv_rows *
         for (int i = 0; i < c->d; i++) kd[i] = elem(kn, ko + i);
         for (int i = 0; i < c->d_v; i++) vd[i] = elem(vn, vo + i);
         if (c->rot_half) {
-            rotate(c, kd, s->s_cache + t);
+            rotate(c, kd, s->pad + s->s_cache + t);
             if (c->lowp)
                 for (int i = 0; i < 2 * c->rot_half; i++) kd[i] = tu_round(a->k.dtype, kd[i]);
         }
@@ -257,7 +267,7 @@ static void attend_row(const ref_ctx *c, int b, int h, const ref_seq *s, int64_t
     for (int i = 0; i < c->d; i++) qv[i] = elem(q, qo + i);
     int64_t off = s->s_k - s->s_q;
     if (c->rot_half) {
-        rotate(c, qv, off + r);
+        rotate(c, qv, s->pad + off + r);
         if (c->lowp)
             for (int i = 0; i < 2 * c->rot_half; i++) qv[i] = tu_round(q->dtype, qv[i]);
     }

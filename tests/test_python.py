@@ -692,13 +692,54 @@ def check_err_dropout():
     return raises(ValueError, "dropout", flashc.flash_attn_func, q, k, v, dropout_p=0.1)
 
 
-@check("error: cache_batch_idx / cache_leftpad raise NotImplementedError")
-def check_err_notimpl():
-    q, kc, vc = _qkv(np.random.default_rng(87), (2, 1, 2, 64), (2, 8, 2, 64))
-    return combine(raises(NotImplementedError, "cache_batch_idx", flashc.flash_attn_with_kvcache, q, kc, vc,
-                          cache_seqlens=4, cache_batch_idx=np.array([1, 0], np.int32)),
-                   raises(NotImplementedError, "cache_leftpad", flashc.flash_attn_with_kvcache, q, kc, vc,
-                          cache_seqlens=4, cache_leftpad=np.array([0, 0], np.int32)))
+def batch_idx_leftpad(to=lambda x: x, same=np.array_equal, dtype=np.float32):
+    """cache_batch_idx and cache_leftpad against the calls on a gathered / shifted cache; to() moves a numpy
+    array to the library and device under test, same() compares two of its arrays."""
+    rng = np.random.default_rng(87)
+    b, cap, h, hk, d, rd = 3, 24, 4, 2, 64, 32
+    q = to(randn(rng, (b, 2, h, d), dtype))
+    kc, vc = to(randn(rng, (5, cap, hk, d), dtype)), to(randn(rng, (5, cap, hk, d), dtype))
+    kn, vn = to(randn(rng, (b, 2, hk, d), dtype)), to(randn(rng, (b, 2, hk, d), dtype))
+    cos, sin = (to(x.astype(np.float32)) for x in rotary_tables(64, rd))
+    idx_np, pad_np = np.array([4, 0, 2], np.int32), np.array([3, 0, 7], np.int32)
+    idx, pad, lens = to(idx_np), to(pad_np), to(np.array([10, 6, 20], np.int32))
+    lens_np = np.array([10, 6, 20])
+    bad = []
+    # kv_batch_idx: as the call on a cache whose rows are the rows named, in order
+    copy = (lambda x: x.clone()) if hasattr(q, "clone") else (lambda x: x.copy())
+    k1, v1 = copy(kc), copy(vc)
+    got = flashc.flash_attn_with_kvcache(q, k1, v1, kn, vn, cache_seqlens=lens, cache_batch_idx=idx, causal=True,
+                                         rotary_cos=cos, rotary_sin=sin, num_splits=1)
+    kg, vg = copy(kc[idx_np]), copy(vc[idx_np])
+    want = flashc.flash_attn_with_kvcache(q, kg, vg, kn, vn, cache_seqlens=lens, causal=True, rotary_cos=cos,
+                                          rotary_sin=sin, num_splits=1)
+    bad += [] if same(got, want) and same(k1[idx_np], kg) and same(v1[idx_np], vg) else ["batch_idx"]
+    untouched = [r for r in range(5) if r not in idx_np]
+    bad += [] if same(k1[untouched], kc[untouched]) else ["rows not named were written"]
+    # kv_leftpad: per sequence, as the call on the cache shifted by pad with rotary tables shifted by pad
+    k2, v2 = copy(kc[:b]), copy(vc[:b])
+    got = flashc.flash_attn_with_kvcache(q, k2, v2, kn, vn, cache_seqlens=lens, cache_leftpad=pad, causal=True,
+                                         rotary_cos=cos, rotary_sin=sin, num_splits=1, window_size=(5, 0))
+    for i in range(b):
+        p0 = int(pad_np[i])
+        ks, vs = copy(kc[i:i + 1, p0:]), copy(vc[i:i + 1, p0:])
+        w = flashc.flash_attn_with_kvcache(q[i:i + 1], ks, vs, kn[i:i + 1], vn[i:i + 1], cache_seqlens=int(lens_np[i] - p0),
+                                           causal=True, rotary_cos=cos[p0:], rotary_sin=sin[p0:], num_splits=1,
+                                           window_size=(5, 0))
+        ok = same(got[i:i + 1], w) and same(k2[i, p0:], ks[0]) and same(k2[i, :p0], kc[i, :p0])
+        bad += [] if ok else ["leftpad sequence %d" % i]
+    return combine((not bad, "differ: %s" % bad if bad else "out and cache writes equal"),
+                   raises(FlashcError, "cache_batch_idx", flashc.flash_attn_with_kvcache, q, kc, vc,
+                          cache_seqlens=4, cache_batch_idx=np.array([1, 5, 0], np.int32)),
+                   raises(FlashcError, "cache_batch_idx", flashc.flash_attn_with_kvcache, q, copy(kc), copy(vc), kn, vn,
+                          cache_seqlens=4, cache_batch_idx=np.array([1, 1, 0], np.int32)),
+                   raises(FlashcError, "cache_leftpad", flashc.flash_attn_with_kvcache, q, kc[:b], vc[:b],
+                          cache_seqlens=lens, cache_leftpad=np.array([0, 7, 0], np.int32)))
+
+
+@check("cache_batch_idx and cache_leftpad equal the calls on a gathered / shifted cache (append and rotary too)")
+def check_batch_idx_leftpad():
+    return batch_idx_leftpad()
 
 
 @check("error: appending without cache_seqlens names cache_seqlens")
@@ -1310,7 +1351,7 @@ def torch_checks(torch, device):
             (ops.flash_attn_varlen_func, (q[0], k[0], v[0], cu2(2), cu2(5), 2, 5, 0.5, False, 3, 0, 0.0, None, None,
                                           None, None, 0)),
             (ops.flash_attn_with_kvcache, (q[:, :1], kc, vc, kn, vn, None, None, lens, None, None, True, -1, -1,
-                                           0.0, True, None, 0, None)),
+                                           0.0, True, None, 0, None, None, None)),
         ]
         bad = []
         for op, args in cases:
@@ -1413,6 +1454,9 @@ def torch_checks(torch, device):
     add("%s bfloat16 merge_states" % tag, merge_bf16)
     add("%s merge_states out_dtype torch, numpy and string dtypes" % tag, merge_out_dtype)
     add("%s paged overflow with cache_seqlens in host memory names block_table" % tag, paged_overflow_host)
+    add("%s bfloat16 cache_batch_idx / cache_leftpad against a gathered / shifted cache" % tag, batch_idx_leftpad,
+        lambda x: torch.from_numpy(np.ascontiguousarray(x)).to(device=device, dtype=torch.bfloat16 if x.dtype == np.float32
+                                                                 and x.ndim == 4 else None), torch.equal, np.float32)
     add("%s torch.compile(fullgraph=True) of the three functions" % tag, compiled)
     add("%s torch.library.opcheck of the custom ops" % tag, opcheck)
     if device == "cuda":

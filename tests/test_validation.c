@@ -412,6 +412,32 @@ static void plan_equals_fwd(int kind, fc_dtype dt, const char *label) {
         }                                                                                               \
     } while (0)
 
+/* kv_batch_idx / kv_leftpad: dense caches only, rows of the cache, distinct rows when appending, pads
+ * within each sequence's keys; valid uses run (a cache of 1 row shared by both sequences, no append). */
+static void kv_index(void) {
+    static const int rows_out[2] = {0, 2}, rows_neg[2] = {-1, 0}, rows_dup[2] = {1, 1}, pad_big[2] = {0, 10};
+    static const int pad_neg[2] = {-1, 0}, rows_ok[2] = {0, 0};
+    FWD_CONTENT(FX_DENSE, INV, "kv_batch_idx", a->kv_batch_idx = fx_ints(f, 2, rows_out));
+    FWD_CONTENT(FX_DENSE, INV, "kv_batch_idx", a->kv_batch_idx = fx_ints(f, 2, rows_neg));
+    FWD_CONTENT(FX_DENSE_APPEND, INV, "kv_batch_idx", a->kv_batch_idx = fx_ints(f, 2, rows_dup));
+    FWD_CONTENT(FX_DENSE_APPEND, INV, "kv_leftpad", a->kv_leftpad = fx_ints(f, 2, pad_big)); /* seqused_k[1] = 9 */
+    FWD_CONTENT(FX_DENSE, INV, "kv_leftpad", a->kv_leftpad = fx_ints(f, 2, pad_neg));
+    FWD(FX_PAGED_APPEND, INV, "kv_batch_idx", a->kv_batch_idx = fx_ints(f, 2, rows_ok));
+    FWD(FX_VARLEN, INV, "kv_leftpad", a->kv_leftpad = fx_ints(f, 2, rows_ok));
+    FWD(FX_DENSE, INV, "kv_batch_idx", a->kv_batch_idx = fx_ints(f, 2, rows_ok); a->kv_batch_idx.shape[0] = 3);
+    FWD(FX_DENSE, INV, "kv_leftpad", a->kv_leftpad = fx_ints(f, 2, rows_ok); a->kv_leftpad.dtype = FC_FP32);
+    if (case_begin("kv_batch_idx: one cache row for both sequences")) {
+        fixture f;
+        fx_init(&f, FX_DENSE, FC_BF16);
+        f.a.kv_batch_idx = fx_ints(&f, 2, rows_ok);
+        f.a.k.shape[0] = f.a.v.shape[0] = 1; /* fewer rows than the batch: fine with kv_batch_idx */
+        fc_status st = fc_attn_fwd(&f.a, NULL, 0, NULL);
+        tu_check(st == FC_OK, "kv_batch_idx {0, 0} over a 1-row cache: %s (%s)", fc_status_string(st), fc_last_error());
+        fx_free(&f);
+        case_end();
+    }
+}
+
 /* A dense cache with more sequences than the batch (FlashAttention's batch_size_cache >= batch): sequence
  * i uses cache row i, so a cache of 3 whose first 2 rows are the fixture's gives the same result bit for
  * bit; a cache with fewer rows than the batch is rejected naming k. */
@@ -948,6 +974,7 @@ int main(void) {
     describe_calls();
     plans();
     bigger_cache();
+    kv_index();
     valid_edges();
     valid_views();
     null_args();

@@ -252,7 +252,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     (max_pos, rotary_dim/2) are given), then attention runs over cache_seqlens[i] + s_new keys. As in
     flash_attn, cache_seqlens is not updated. Returns out (b, s_q, h, d_v), or (out, softmax_lse) with
     softmax_lse float32 (b, h, s_q) when return_softmax_lse.
-    Differences from flash_attn: cache_batch_idx and cache_leftpad raise NotImplementedError. Rotary:
+    cache_batch_idx (b) int32: sequence i uses cache row cache_batch_idx[i] (dense caches). cache_leftpad (b)
+    int32: sequence i's keys start at cache row cache_leftpad[i] (dense caches; cache_seqlens still counts
+    from row 0, rotary positions are cache rows, as in flash_attn). Rotary:
     flashc rotates query row r at its absolute position s_k - s_q + r (s_k = cache_seqlens + s_new)
     always; flash_attn rotates it at cache_seqlens + r when causal or local (the same when s_q = s_new)
     and every row at cache_seqlens otherwise. No autograd. Extras: sinks (h,) float32.
@@ -265,28 +267,29 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     memory too, pages outside the cache raise naming block_table. A cache_seqlens in CUDA memory is
     checked by the kernels: see flashc.check_errors and flashc.set_check_errors.
     """
-    _unsupported("cache_batch_idx", cache_batch_idx)
-    _unsupported("cache_leftpad", cache_leftpad)
     if compiling():
         if isinstance(cache_seqlens, int):
             cache_seqlens = _TORCH.full((q.shape[0],), cache_seqlens, dtype=_TORCH.int32, device=q.device)
         o, lse = _traced("flash_attn_with_kvcache", out, q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
                          block_table, softmax_scale, bool(causal), *_window(window_size), float(softcap or 0.0),
-                         bool(rotary_interleaved), alibi_slopes, int(num_splits or 0), sinks)
+                         bool(rotary_interleaved), alibi_slopes, int(num_splits or 0), sinks, cache_batch_idx,
+                         cache_leftpad)
         return (o, lse) if return_softmax_lse else o
     if type(cache_seqlens) is int:
         cache_seqlens = _int_seqlens(cache_seqlens, q, k_cache, k, block_table)
     scalars = ("kvcache", softmax_scale, causal, window_size, softcap, rotary_interleaved, num_splits,
                bool(return_softmax_lse))
-    tensors = (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, block_table, alibi_slopes, sinks)
+    tensors = (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, block_table, alibi_slopes, sinks,
+               cache_batch_idx, cache_leftpad)
     return _fast(scalars, tensors, out, _kvcache_call,
                  (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, block_table, softmax_scale, causal,
-                  window_size, softcap, rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse, sinks, out),
+                  window_size, softcap, rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse, sinks, out,
+                  cache_batch_idx, cache_leftpad),
                  _KVCACHE_SLOTS, _RET_OUT_LSE[bool(return_softmax_lse)])
 
 
 _KVCACHE_SLOTS = ("q", "k", "v", "k_new", "v_new", "rotary_cos", "rotary_sin", "seqused_k", "page_table",
-                  "alibi_slopes", "sinks")
+                  "alibi_slopes", "sinks", "kv_batch_idx", "kv_leftpad")
 
 
 def _int_seqlens(n, q, k_cache, k, block_table):
@@ -304,7 +307,7 @@ def _int_seqlens(n, q, k_cache, k, block_table):
 
 def _kvcache_call(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, block_table, softmax_scale,
                   causal, window_size, softcap, rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse,
-                  sinks, out):
+                  sinks, out, cache_batch_idx=None, cache_leftpad=None):
     if (k is None) != (v is None):
         fail("k, v: give both new keys and new values, or neither")
     if k is not None and cache_seqlens is None:
@@ -328,6 +331,12 @@ def _kvcache_call(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqle
     table = None if block_table is None else A.as_int32(block_table, q, "block_table")
     c.set("page_table", table, "block_table")
     c.set("seqused_k", _cache_seqlens(q, cache_seqlens, table, k_cache), "cache_seqlens")
+    if cache_batch_idx is not None:
+        c.set("kv_batch_idx", A.as_int32(cache_batch_idx, q, "cache_batch_idx"), "cache_batch_idx")
+    if cache_leftpad is not None:
+        c.set("kv_leftpad", A.as_int32(cache_leftpad, q, "cache_leftpad"), "cache_leftpad")
+    _check_index_on_host(A.host_ints(cache_batch_idx), A.host_ints(cache_leftpad),
+                         _host_cache_seqlens(cache_seqlens, table, k_cache), k_cache, s_new)
     _check_on_host(b, _host_cache_seqlens(cache_seqlens, table, k_cache), "cache_seqlens", s_new, table,
                    A.host_ints(block_table), k_cache)
     _rotary(c, q, rotary_cos, rotary_sin, rotary_interleaved)
@@ -395,6 +404,25 @@ def _check_on_host(b, lens, len_name, s_new, table, table_host, k_cache):
     if outside.any():
         i, j = (int(n) for n in A.np.argwhere(outside)[0])
         fail("block_table: [%d][%d] = %d is not a page in [0, %d)" % (i, j, table_host[i, j], num_pages))
+
+
+def _check_index_on_host(idx, pad, lens, k_cache, s_new):
+    """cache_batch_idx and cache_leftpad held in host memory, checked before the call on every device (the
+    C library checks them there only on the CPU): rows of the cache, distinct when appending; pads within
+    the keys counted from row 0. None: on the device (the kernels check them) or absent."""
+    if idx is not None and idx.ndim == 1 and k_cache.ndim == 4:
+        rows = A.shape_of(k_cache)[0]
+        bad = A.np.flatnonzero((idx < 0) | (idx >= rows))
+        if bad.size:
+            fail("cache_batch_idx: [%d] = %d is not a row of the cache [0, %d)" % (bad[0], idx[bad[0]], rows))
+        if s_new and len(set(idx.tolist())) < idx.size:
+            fail("cache_batch_idx: names one cache row for two sequences, and both append to it (k, v)")
+    if pad is not None and pad.ndim == 1:
+        keys = A.np.broadcast_to(lens, pad.shape) if lens is not None else A.np.full(pad.shape, A.shape_of(k_cache)[1])
+        bad = A.np.flatnonzero((pad < 0) | (pad > keys))
+        if bad.size:
+            fail("cache_leftpad: [%d] = %d is outside [0, %d] (the sequence's keys counted from row 0)"
+                 % (bad[0], pad[bad[0]], keys[bad[0]]))
 
 
 def _rotary(c, q, rotary_cos, rotary_sin, rotary_interleaved):
@@ -529,8 +557,6 @@ def plan(fn, *args, **kwargs):
         _no_dropout(a.pop("dropout_p"))
         a.pop("deterministic")
     if fn is flash_attn_with_kvcache:
-        _unsupported("cache_batch_idx", a.pop("cache_batch_idx"))
-        _unsupported("cache_leftpad", a.pop("cache_leftpad"))
         if type(a["cache_seqlens"]) is int:
             a["cache_seqlens"] = _int_seqlens(a["cache_seqlens"], a["q"], a["k_cache"], a["k"], a["block_table"])
     c, out, lse = builder(**a)

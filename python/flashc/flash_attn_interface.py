@@ -6,7 +6,7 @@ its function names, argument order, defaults and return values, forward only.
 Accepted and ignored (they tune FA3's kernels or its backward pass): pack_gqa, deterministic, sm_margin,
 scheduler_metadata. Raise NotImplementedError: qv, q_descale / k_descale / v_descale (FP8: not yet),
 attention_chunk != 0, seqused_q, and in flash_attn_with_kvcache cu_seqlens_q, cu_seqlens_k_new,
-rotary_seqlens, cache_batch_idx, cache_leftpad. num_splits <= 0 lets flashc choose (FA3: its heuristic).
+rotary_seqlens. num_splits <= 0 lets flashc choose (FA3: its heuristic).
 Extras as keywords: out= (write into the caller's array), sinks= (learnable sink logits, (h,)).
 """
 from . import _attention as _A
@@ -60,11 +60,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
                             return_softmax_lse=False, *, out=None, sinks=None):
     """FA3's flash_attn_with_kvcache (page_table is FA2's block_table): see flashc.flash_attn_with_kvcache.
     Returns out, or (out, softmax_lse (b, h, s_q)) with return_softmax_lse."""
-    _unsupported(qv=qv, cache_batch_idx=cache_batch_idx, cache_leftpad=cache_leftpad, cu_seqlens_q=cu_seqlens_q,
+    _unsupported(qv=qv, cu_seqlens_q=cu_seqlens_q,
                  cu_seqlens_k_new=cu_seqlens_k_new, rotary_seqlens=rotary_seqlens, q_descale=q_descale,
                  k_descale=k_descale, v_descale=v_descale, attention_chunk=attention_chunk)
-    return _A.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, None, None,
-                                      page_table, softmax_scale, causal, window_size, softcap, rotary_interleaved,
+    return _A.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+                                      cache_leftpad, page_table, softmax_scale, causal, window_size, softcap, rotary_interleaved,
                                       None, _splits(num_splits), return_softmax_lse, sinks=sinks, out=out)
 
 

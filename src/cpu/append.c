@@ -61,7 +61,7 @@ void fc_cpu_append(const fc_problem *p, float *row) {
             for (int h = 0; h < p->h_k; h++) {
                 int64_t kn = (int64_t)b * p->k_new.sb + (int64_t)t * p->k_new.sr + h * p->k_new.sh;
                 int64_t vn = (int64_t)b * p->v_new.sb + (int64_t)t * p->v_new.sr + h * p->v_new.sh;
-                append_key(p, k_row + h * p->k.sh, kn, j, row);
+                append_key(p, k_row + h * p->k.sh, kn, s.pos0 + j, row);
                 copy_row(p->v.data, v_row + h * p->v.sh, p->v_new.data, vn, p->d_v, p->dtype);
             }
         }

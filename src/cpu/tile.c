@@ -97,7 +97,7 @@ static void load_queries(const fc_cpu_attn *a, const fc_cpu_tile *t, const fc_se
         int64_t off = fc_q_row_offset(&p->q, s, t->b, rw->r[i]) + rw->hq[i] * p->q.sh;
         fc_cpu_load_row(p->q.data, p->dtype, off, d, x);
         if (p->rotary_cos) {
-            fc_cpu_rotate(p, x, s->s_k - s->s_q + rw->r[i]);
+            fc_cpu_rotate(p, x, s->pos0 + s->s_k - s->s_q + rw->r[i]);
             for (int c = 0; c < p->rotary_dim; c++) x[c] = fc_round_to(p->dtype, x[c]);
         }
         for (int c = 0; c < d; c++) x[c] *= a->qscale;

@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(APPEND_WARPS * 32) append_kernel(fc_problem p)
     int64_t k_src = (int64_t)b * p.k_new.sb + (int64_t)t * p.k_new.sr + h * p.k_new.sh;
     int64_t v_src = (int64_t)b * p.v_new.sb + (int64_t)t * p.v_new.sr + h * p.v_new.sh;
 
-    if (p.rotary_cos) warp_rotate_row(&p, k_dst, k_src, rotary_pos_checked(p, b, j), lane);
+    if (p.rotary_cos) warp_rotate_row(&p, k_dst, k_src, rotary_pos_checked(p, b, s.pos0 + j), lane);
     else warp_copy_row(p.k.data, k_dst, p.k_new.data, k_src, p.d, p.dtype, lane);
     warp_copy_row(p.v.data, v_dst, p.v_new.data, v_src, p.d_v, p.dtype, lane);
     if (bad && lane == 0) report_sequence(p, b, bad);

@@ -82,6 +82,12 @@ static fc_status fail_recorded(const fc_dev_err *e) {
     case FC_DERR_ROTARY:
         return fc_fail(FC_ERR_INVALID_ARGUMENT, "rotary_cos", "has %lld positions, sequence %d needs position %lld", e->limit,
                        e->b, e->value);
+    case FC_DERR_BATCH_IDX:
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "kv_batch_idx", "[%d] = %lld is not a row of the cache [0, %lld)", e->b,
+                       e->value, e->limit);
+    case FC_DERR_LEFTPAD:
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "kv_leftpad", "[%d] = %lld is outside [0, %lld] (the sequence's keys "
+                       "counted from row 0)", e->b, e->value, e->limit);
     }
     return fc_fail(FC_ERR_INTERNAL, "device", "unknown device error record %d", e->code);
 }

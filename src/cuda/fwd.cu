@@ -82,7 +82,7 @@ static wg_tma wg_tma_of(const fc_problem *p) {
     int64_t rows = 0, outer = 0, sk = 0, sv = 0;
     int kind = WG_TMA_OFF, box = C::BN;
     switch (p->kv_layout) {
-    case FC_KV_DENSE: kind = WG_TMA_DENSE, rows = p->s_k, outer = p->batch, sk = p->k.sb, sv = p->v.sb; break;
+    case FC_KV_DENSE: kind = WG_TMA_DENSE, rows = p->s_k, outer = p->k_batch, sk = p->k.sb, sv = p->v.sb; break;
     case FC_KV_VARLEN: kind = WG_TMA_VARLEN, rows = p->total_k, outer = 1; break;
     default:
         if (p->page_size % 64 == 0 && (p->page_size % C::BN == 0 || C::BN % p->page_size == 0)) {

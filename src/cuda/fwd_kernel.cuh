@@ -247,9 +247,11 @@ __device__ __forceinline__ fc_seqlen seqlen_peek(const fc_problem &p, int b) {
     int q0 = p.cu_seqlens_q ? __ldcg(p.cu_seqlens_q + b) : 0;
     s.q_row0 = q0;
     s.s_q = p.cu_seqlens_q ? min(max(__ldcg(p.cu_seqlens_q + b + 1) - q0, 0), p.s_q) : p.s_q;
-    s.k_row0 = 0;
-    s.s_cache = p.seqused_k ? __ldcg(p.seqused_k + b) : p.s_k;
-    s.s_k = (int)min(max((int64_t)s.s_cache + (p.k_new.data ? p.s_new : 0), (int64_t)0), (int64_t)p.s_k); // 64-bit: any seqused_k
+    int pad = p.kv_leftpad ? min(max(__ldcg(p.kv_leftpad + b), 0), p.s_k) : 0;
+    s.k_row0 = pad, s.pos0 = pad;
+    s.kv_b = p.kv_batch_idx ? min(max(__ldcg(p.kv_batch_idx + b), 0), p.k_batch - 1) : b;
+    s.s_cache = (p.seqused_k ? __ldcg(p.seqused_k + b) : p.s_k) - pad;
+    s.s_k = (int)min(max((int64_t)s.s_cache + (p.k_new.data ? p.s_new : 0), (int64_t)0), (int64_t)(p.s_k - pad)); // 64-bit: any seqused_k
     return s;
 }
 
@@ -268,7 +270,7 @@ __device__ void warm_first_blocks(const fc_problem &p, int splits) {
         for (int r = pipe_tid<C>(); r < C::BN; r += C::LOADERS) {
             int j = (t.n_hi - 1 - it) * C::BN + r;
             if (j >= t.s.s_k) continue;
-            fc_kv_loc l = {t.b, j};
+            fc_kv_loc l = {t.s.kv_b, t.s.k_row0 + j};
             if (p.kv_layout == FC_KV_PAGED) {
                 int page = fc_fast_div(j, p.page_div_mul, p.page_div_shift); // < max_pages: j < s_k
                 l.outer = min(max(__ldcg(p.page_table + t.b * p.page_table_sb + page), 0), p.num_pages - 1);
@@ -292,7 +294,7 @@ __device__ void rotate_q_rows(const fc_problem &p, const fwd_tile &t, char *sq, 
     for (int i = tid; i < (m_hi - m_lo) * half; i += threads) {
         int m = m_lo + i / half, k = i % half, pm = t.m0 + m;
         if (pm >= t.packed_rows) continue;
-        int pos = rotary_pos_checked(p, t.b, t.s.s_k - t.s.s_q + pm / t.group);
+        int pos = rotary_pos_checked(p, t.b, t.s.pos0 + t.s.s_k - t.s.s_q + pm / t.group);
         int c0 = p.rotary_interleaved ? 2 * k : k, c1 = p.rotary_interleaved ? 2 * k + 1 : k + half;
         T *x0 = (T *)(sq + offset(m, c0 / 8)) + c0 % 8;
         T *x1 = (T *)(sq + offset(m, c1 / 8)) + c1 % 8;

@@ -180,7 +180,7 @@ __device__ __forceinline__ void wg_tma_block(const wg_tma &tm, const CUtensorMap
     for (int f = 0; f < dim / 64; f++) {
         char *d = dst + f * C::BN * 128;
         if (tm.kind == WG_TMA_DENSE)
-            tma_load_4d(d, map, 64 * f, t.hk, n * C::BN, t.b, bar);
+            tma_load_4d(d, map, 64 * f, t.hk, (int)t.s.k_row0 + n * C::BN, t.s.kv_b, bar);
         else if (tm.kind == WG_TMA_VARLEN)
             tma_load_4d(d, map, 64 * f, t.hk, (int)t.s.k_row0 + n * C::BN, 0, bar);
         else

@@ -21,6 +21,8 @@ enum {
     FC_DERR_CAPACITY,   // sequence b: value cached + extra new keys > limit (layout: kv layout, i: page size)
     FC_DERR_PAGE,       // page_table[b][i] = value outside [0, limit)
     FC_DERR_ROTARY,     // sequence b needs rotary position value, the tables have limit
+    FC_DERR_BATCH_IDX,  // kv_batch_idx[b] = value outside [0, limit)
+    FC_DERR_LEFTPAD,    // kv_leftpad[b] = value outside [0, limit]
 };
 
 // The device's error record (one per device, a __device__ variable of backend.cu; fc_problem.dev_err
@@ -91,6 +93,22 @@ __device__ __forceinline__ fc_seqlen seqlen_walk(const fc_problem &p, int b, int
         else if (used < 0) fc_record_error(p, FC_DERR_SEQUSED, b, 0, used, 0);
         else if (used > room) fc_record_error(p, FC_DERR_CAPACITY, b, p.page_size, used, room + s_new, s_new);
         s.s_cache = min(max(used, 0), max(room, 0));
+    }
+    s.kv_b = b, s.pos0 = 0;
+    if (p.kv_batch_idx) { // dense only (api.c): a row of the cache
+        int row = p.kv_batch_idx[b];
+        bool out = (unsigned)row >= (unsigned)p.k_batch;
+        if (!RECORD) *bad |= out ? FC_BAD_LENGTHS : 0;
+        else if (out) fc_record_error(p, FC_DERR_BATCH_IDX, b, 0, row, p.k_batch);
+        s.kv_b = out ? 0 : row;
+    }
+    if (p.kv_leftpad) { // dense only: the keys start at row pad, within those counted from row 0
+        int pad = p.kv_leftpad[b];
+        bool out = pad < 0 || pad > s.s_cache;
+        if (!RECORD) *bad |= out ? FC_BAD_LENGTHS : 0;
+        else if (out) fc_record_error(p, FC_DERR_LEFTPAD, b, 0, pad, s.s_cache);
+        pad = min(max(pad, 0), s.s_cache);
+        s.k_row0 = pad, s.pos0 = pad, s.s_cache -= pad;
     }
     s.s_k = s.s_cache + s_new;
     return s;
