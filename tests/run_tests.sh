@@ -102,7 +102,9 @@ if [ "$gpu" -eq 1 ] && [ -f build/libflashc.so ]; then
     fi
 fi
 
-if [ "$gpu" -eq 0 ]; then
+# The Python tests: in make test (torch CPU checks where torch is installed), and in make test-gpu, where
+# their torch CUDA checks run (CUDA graph capture and replay, the custom ops, cache_batch_idx / leftpad).
+if [ "$gpu" -eq 0 ] || [ "$skipped" -eq 0 ]; then
     if [ "$python" -eq 0 ]; then
         echo "python: left out of this run (--no-python)"
     elif [ ! -f tests/test_python.py ]; then
