@@ -137,6 +137,20 @@ static int sm_count(void) {
     return sms;
 }
 
+// cudaFuncSetAttribute(kernel, max dynamic shared memory) once per config C (one kernel each) and device:
+// the attribute stays with the context, and setting it on every call cost host time on each launch.
+template <class C, class K>
+static fc_status allow_smem(K kernel, int bytes) {
+    static unsigned long long done; // bit d: set on device d (devices >= 64 set it every time)
+    int dev = 0;
+    FC_CUDA_TRY(cudaGetDevice(&dev));
+    unsigned long long bit = dev < 64 ? 1ull << dev : 0;
+    if (bit && (__atomic_load_n(&done, __ATOMIC_ACQUIRE) & bit)) return FC_OK;
+    FC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    __atomic_fetch_or(&done, bit, __ATOMIC_RELEASE);
+    return FC_OK;
+}
+
 template <class C>
 static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (info) {
@@ -156,12 +170,14 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
     dim3 grid = C::HEAD_MAJOR ? dim3((unsigned)x_major, (unsigned)p->batch, 1)
                               : dim3((unsigned)m_tiles, (unsigned)ws.splits, (unsigned)z);
     if constexpr (tiles_of<C>::wg) {
-        FC_CUDA_TRY(cudaFuncSetAttribute(fwd_wgmma_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES));
+        fc_status st = allow_smem<C>(fwd_wgmma_kernel<C>, C::SMEM_BYTES);
+        if (st != FC_OK) return st;
         fwd_wgmma_kernel<C><<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, wg_tma_of<C>(p));
         FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
     } else {
         void (*kernel)(const fc_problem, fc_split_ws) = fwd_kernel<C>;
-        FC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES));
+        fc_status st = allow_smem<C>(kernel, C::SMEM_BYTES);
+        if (st != FC_OK) return st;
         if (C::HEAD_MAJOR) // decode: launched early (PDL), fwd_kernel waits for the previous kernel first
             FC_CUDA_TRY(fc_launch_pdl(kernel, grid, dim3(C::THREADS), C::SMEM_BYTES, stream, *p, ws));
         else
