@@ -279,6 +279,9 @@ typedef struct fc_attn_args {
      * Added in 0.2, at the end: the fields above keep their offsets. */
     fc_tensor kv_batch_idx;   /* int32 (b): dense k/v only: sequence i uses cache row kv_batch_idx[i] (else i) */
     fc_tensor kv_leftpad;     /* int32 (b): dense k/v only: sequence i's keys start at row kv_leftpad[i] */
+    fc_tensor seqused_q;      /* int32 (b): sequence i has only its first seqused_q[i] query rows (FA3's
+                               * seqused_q): the rest are neither read nor written, and the mask aligns
+                               * to seqused_q[i] rows. CUDA does not split the key range then. */
 } fc_attn_args;
 
 /* Fills *args with the defaults: CPU, all tensors absent, scale 0 (1/sqrt(d)), no softcap, no mask

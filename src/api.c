@@ -208,6 +208,11 @@ static fc_status shape_queries(const fc_attn_args *a, fc_problem *p) {
         p->s_q = (int)q->shape[1];
         p->total_q = (int64_t)p->batch * p->s_q;
     }
+    if (is_present(&a->seqused_q)) {
+        TRY(check_index(&a->seqused_q, "seqused_q", 1));
+        TRY(expect_dim(&a->seqused_q, "seqused_q", 0, p->batch, "b"));
+        p->seqused_q = (const int32_t *)a->seqused_q.data;
+    }
     p->q = view_of(q);
     return FC_OK;
 }
@@ -535,12 +540,13 @@ static int views_disjoint(const fc_tensor *a, const fc_tensor *b) {
 /* The tensors of fc_attn_args, in declaration order (the overlap check and fc_plan_run walk them). */
 const char *const fc_attn_tensor_names[FC_ATTN_TENSORS] = {
     "q", "k", "v", "out", "lse", "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "page_table", "k_new", "v_new",
-    "rotary_cos", "rotary_sin", "alibi_slopes", "sinks", "kv_batch_idx", "kv_leftpad"};
+    "rotary_cos", "rotary_sin", "alibi_slopes", "sinks", "kv_batch_idx", "kv_leftpad", "seqused_q"};
 
 const fc_tensor *fc_attn_tensor(const fc_attn_args *a, int i) {
     const fc_tensor *t[FC_ATTN_TENSORS] = {&a->q, &a->k, &a->v, &a->out, &a->lse, &a->cu_seqlens_q, &a->cu_seqlens_k,
                                            &a->seqused_k, &a->page_table, &a->k_new, &a->v_new, &a->rotary_cos,
-                                           &a->rotary_sin, &a->alibi_slopes, &a->sinks, &a->kv_batch_idx, &a->kv_leftpad};
+                                           &a->rotary_sin, &a->alibi_slopes, &a->sinks, &a->kv_batch_idx, &a->kv_leftpad,
+                                           &a->seqused_q};
     return t[i];
 }
 
@@ -635,6 +641,18 @@ static fc_status check_seqused(const fc_problem *p) {
         int64_t used = p->seqused_k[b], cap = kv_capacity(p, b);
         if (used < 0) return fc_fail(FC_ERR_INVALID_ARGUMENT, "seqused_k", "[%d] = %lld is negative", b, (long long)used);
         if (used + p->s_new > cap) return fc_fail_capacity(p->kv_layout, b, used, p->s_new, cap, p->page_size);
+    }
+    return FC_OK;
+}
+
+/* seqused_q: within each sequence's query rows (cu_seqlens_q checked before). */
+static fc_status check_seqused_q(const fc_problem *p) {
+    for (int b = 0; b < p->batch; b++) {
+        int64_t used = p->seqused_q[b];
+        int64_t rows = p->cu_seqlens_q ? (int64_t)p->cu_seqlens_q[b + 1] - p->cu_seqlens_q[b] : p->s_q;
+        if (used < 0 || used > rows)
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, "seqused_q", "[%d] = %lld is outside [0, %lld] (the sequence's query "
+                           "rows)", b, (long long)used, (long long)rows);
     }
     return FC_OK;
 }
@@ -769,6 +787,7 @@ static fc_status check_rotary(const fc_problem *p) {
 static fc_status check_contents(const fc_attn_args *a, fc_problem *p) {
     if (p->cu_seqlens_q)
         TRY(check_cu_seqlens(p->cu_seqlens_q, p->batch, p->total_q, p->s_q, "cu_seqlens_q", "max_seqlen_q", &p->s_q));
+    if (p->seqused_q) TRY(check_seqused_q(p));
     if (p->cu_seqlens_k)
         TRY(check_cu_seqlens(p->cu_seqlens_k, p->batch, a->k.shape[0], p->s_k, "cu_seqlens_k", "max_seqlen_k", &p->s_k));
     if (p->seqused_k) TRY(check_seqused(p));

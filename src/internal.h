@@ -42,6 +42,7 @@ typedef struct fc_problem {
     fc_view q, out;
     int s_q;                   /* dense: rows per sequence; varlen: max rows of any sequence */
     const int32_t *cu_seqlens_q;
+    const int32_t *seqused_q;  /* NULL: every row of a sequence; else its first seqused_q[b] rows */
     int64_t total_q;           /* dense: batch * s_q; varlen: q.shape[0] */
 
     /* LSE, optional (lse == NULL). Element (b, h, r): lse + b*lse_sb + h*lse_sh + r*lse_sr, with r the
@@ -114,7 +115,7 @@ fc_status fc_fail_capacity(fc_kv_layout layout, int b, int64_t used, int64_t s_n
 /* ---------------------------------------------------------------------------------------------- */
 /* api.c's pieces that fc_plan (plan_run.c) reuses.                                                 */
 
-#define FC_ATTN_TENSORS 17
+#define FC_ATTN_TENSORS 18
 extern const char *const fc_attn_tensor_names[FC_ATTN_TENSORS];
 const fc_tensor *fc_attn_tensor(const fc_attn_args *a, int i); /* i-th tensor of a, in declaration order */
 /* Validates args into p (on the CPU the contents of the index tensors too), as fc_attn_fwd does. */
@@ -176,6 +177,7 @@ FC_HD fc_seqlen fc_seqlen_of(const fc_problem *p, int b) {
         s.q_row0 = 0;
         s.s_q = p->s_q;
     }
+    if (p->seqused_q) s.s_q = p->seqused_q[b]; /* api.c: 0 <= seqused_q[b] <= the rows above */
     int pad = p->kv_leftpad ? p->kv_leftpad[b] : 0; /* api.c: 0 <= pad <= the keys counted from row 0 */
     s.k_row0 = p->cu_seqlens_k ? p->cu_seqlens_k[b] : pad;
     s.kv_b = p->kv_batch_idx ? p->kv_batch_idx[b] : b;

@@ -737,6 +737,33 @@ def batch_idx_leftpad(to=lambda x: x, same=np.array_equal, dtype=np.float32):
                           cache_seqlens=lens, cache_leftpad=np.array([0, 7, 0], np.int32)))
 
 
+@check("seqused_q: only the first seqused_q[i] rows, as the call on those rows alone; the others not written")
+def check_seqused_q():
+    rng = np.random.default_rng(88)
+    lens_q, lens_k, used = [5, 0, 7], [9, 4, 12], [3, 0, 7]
+    q = randn(rng, (sum(lens_q), 4, 64), np.float32)
+    k, v = randn(rng, (sum(lens_k), 2, 64), np.float32), randn(rng, (sum(lens_k), 2, 64), np.float32)
+    out = np.full((sum(lens_q), 4, 64), np.nan, np.float32)
+    o, lse, _ = flashc.flash_attn_varlen_func(q, k, v, cu(lens_q), cu(lens_k), 7, 12, causal=True, return_attn_probs=True,
+                                              seqused_q=np.array(used, np.int32), out=out)
+    keep = np.concatenate([np.arange(c, c + u) for c, u in zip(cu(lens_q)[:-1], used)])
+    w, wl, _ = flashc.flash_attn_varlen_func(q[keep], k, v, cu(used), cu(lens_k), 7, 12, causal=True,
+                                             return_attn_probs=True)
+    rest = np.setdiff1d(np.arange(sum(lens_q)), keep)
+    ok = np.array_equal(o[keep], w) and np.array_equal(lse[:, keep], wl) and np.isnan(o[rest]).all()
+    from flashc import flash_attn_interface as fa3
+    o3 = fa3.flash_attn_varlen_func(q, k, v, cu(lens_q), cu(lens_k), 7, 12, seqused_q=np.array(used, np.int32),
+                                    causal=True)
+    o4 = flashc.flash_attn_varlen_func(q, k, v, cu(lens_q), cu(lens_k), 7, 12, causal=True, num_splits=3,
+                                       seqused_q=np.array(used, np.int32))
+    w4 = flashc.flash_attn_varlen_func(q[keep], k, v, cu(used), cu(lens_k), 7, 12, causal=True, num_splits=3)
+    ok = ok and np.array_equal(o4[keep], w4)
+    return combine((ok and np.array_equal(o3[keep], w), "used rows equal the call on them alone (also split in 3, "
+                                                      "and through FA3's interface); the other rows keep their NaN"),
+                   raises(FlashcError, "seqused_q", flashc.flash_attn_varlen_func, q, k, v, cu(lens_q), cu(lens_k), 7,
+                          12, seqused_q=np.array([6, 0, 7], np.int32)))
+
+
 @check("cache_batch_idx and cache_leftpad equal the calls on a gathered / shifted cache (append and rotary too)")
 def check_batch_idx_leftpad():
     return batch_idx_leftpad()
@@ -933,8 +960,6 @@ def check_fa3_interface():
                                        return_softmax_lse=True)
     bad += [] if np.array_equal(o, w[0]) and np.array_equal(l, w[1]) else ["kvcache page_table"]
     return combine((not bad, "differ: %s" % bad if bad else "func, varlen, kvcache equal"),
-                   raises(NotImplementedError, "seqused_q", fa3.flash_attn_varlen_func, qv, kv, vv, cq, ck, 3, 5,
-                          seqused_q=np.array([1, 1], np.int32)),
                    raises(NotImplementedError, "q_descale", fa3.flash_attn_func, q, k, v, q_descale=np.ones(1)))
 
 
@@ -1349,7 +1374,7 @@ def torch_checks(torch, device):
         cases = [
             (ops.flash_attn_func, (q, k, v, None, True, -1, -1, 0.0, None, None, 0)),
             (ops.flash_attn_varlen_func, (q[0], k[0], v[0], cu2(2), cu2(5), 2, 5, 0.5, False, 3, 0, 0.0, None, None,
-                                          None, None, 0)),
+                                          None, None, 0, None)),
             (ops.flash_attn_with_kvcache, (q[:, :1], kc, vc, kn, vn, None, None, lens, None, None, True, -1, -1,
                                            0.0, True, None, 0, None, None, None)),
         ]

@@ -426,6 +426,10 @@ static void kv_index(void) {
     FWD(FX_VARLEN, INV, "kv_leftpad", a->kv_leftpad = fx_ints(f, 2, rows_ok));
     FWD(FX_DENSE, INV, "kv_batch_idx", a->kv_batch_idx = fx_ints(f, 2, rows_ok); a->kv_batch_idx.shape[0] = 3);
     FWD(FX_DENSE, INV, "kv_leftpad", a->kv_leftpad = fx_ints(f, 2, rows_ok); a->kv_leftpad.dtype = FC_FP32);
+    static const int q_over[2] = {3, 5}, q_neg[2] = {0, -1}; /* FX_VARLEN: sequences of 3 and 4 rows */
+    FWD_CONTENT(FX_VARLEN, INV, "seqused_q", a->seqused_q = fx_ints(f, 2, q_over));
+    FWD_CONTENT(FX_DENSE, INV, "seqused_q", a->seqused_q = fx_ints(f, 2, q_neg));
+    FWD(FX_DENSE, INV, "seqused_q", a->seqused_q = fx_ints(f, 2, q_neg); a->seqused_q.shape[0] = 1);
     if (case_begin("kv_batch_idx: one cache row for both sequences")) {
         fixture f;
         fx_init(&f, FX_DENSE, FC_BF16);

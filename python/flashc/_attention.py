@@ -166,13 +166,15 @@ def _func_call(q, k, v, softmax_scale, causal, window_size, softcap, alibi_slope
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                            alibi_slopes=None, deterministic=False, return_attn_probs=False, block_table=None,
-                           *, seqused_k=None, sinks=None, num_splits=0, out=None):
+                           *, seqused_k=None, sinks=None, num_splits=0, out=None, seqused_q=None):
     """Attention over packed variable-length batches, as flash_attn.flash_attn_varlen_func (forward only).
 
     q (total_q, h, d) with cu_seqlens_q (b+1); k (total_k, h_k, d), v (total_k, h_k, d_v) with cu_seqlens_k
     (b+1). With block_table (b, max_pages) int32, k/v are a paged cache (num_pages, page_size, h_k, d) and
     sequence i uses its first cu_seqlens_k[i+1] - cu_seqlens_k[i] keys (or seqused_k[i] when given).
-    seqused_k (b) int32: only the first seqused_k[i] keys of sequence i count.
+    seqused_k (b) int32: only the first seqused_k[i] keys of sequence i count. seqused_q (b) int32 (FA3's):
+    only the first seqused_q[i] query rows of sequence i are computed; its other rows of out and lse are not
+    written.
     Returns out (total_q, h, d_v), or (out, softmax_lse, None) with softmax_lse float32 (h, total_q).
     Differences from flash_attn: as flash_attn_func (no dropout, deterministic ignored, no autograd);
     max_seqlen_q/k must bound the true lengths on CUDA (the CPU checks the contents).
@@ -186,23 +188,25 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     if compiling():
         o, lse = _traced("flash_attn_varlen_func", out, q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q),
                          int(max_seqlen_k), softmax_scale, bool(causal), *_window(window_size), float(softcap or 0.0),
-                         alibi_slopes, block_table, seqused_k, sinks, int(num_splits or 0))
+                         alibi_slopes, block_table, seqused_k, sinks, int(num_splits or 0), seqused_q)
         return (o, lse, None) if return_attn_probs else o
     scalars = ("varlen", max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_size, softcap, num_splits,
                bool(return_attn_probs))
-    return _fast(scalars, (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, alibi_slopes, sinks), out,
+    return _fast(scalars, (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, alibi_slopes, sinks,
+                           seqused_q), out,
                  _varlen_call, (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
                                 causal, window_size, softcap, alibi_slopes, return_attn_probs, block_table,
-                                seqused_k, sinks, num_splits, out),
+                                seqused_k, sinks, num_splits, out, seqused_q),
                  _VARLEN_SLOTS, _RET_OUT_LSE_NONE[bool(return_attn_probs)])
 
 
-_VARLEN_SLOTS = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "page_table", "alibi_slopes", "sinks")
+_VARLEN_SLOTS = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "page_table", "alibi_slopes", "sinks",
+                 "seqused_q")
 
 
 def _varlen_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
                  window_size, softcap, alibi_slopes, return_attn_probs, block_table, seqused_k, sinks, num_splits,
-                 out):
+                 out, seqused_q=None):
     q = A.as_data(q, "q")
     k, v = A.as_data(k, "k"), A.as_data(v, "v")
     A.need_ndim(q, (3,), "q")
@@ -213,6 +217,8 @@ def _varlen_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
     cu_q = A.as_int32(cu_seqlens_q, q, "cu_seqlens_q")
     c.set("cu_seqlens_q", cu_q)
     c.set_int("max_seqlen_q", max_seqlen_q)
+    if seqused_q is not None:
+        c.set("seqused_q", A.as_int32(seqused_q, q, "seqused_q"))
     if seqused_k is not None:
         c.set("seqused_k", A.as_int32(seqused_k, q, "seqused_k"))
     if block_table is None:

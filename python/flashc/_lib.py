@@ -56,7 +56,7 @@ class FcAttnArgs(ctypes.Structure):
         ("window_left", ctypes.c_int), ("window_right", ctypes.c_int),
         ("alibi_slopes", FcTensor), ("sinks", FcTensor),
         ("num_splits", ctypes.c_int),
-        ("kv_batch_idx", FcTensor), ("kv_leftpad", FcTensor),
+        ("kv_batch_idx", FcTensor), ("kv_leftpad", FcTensor), ("seqused_q", FcTensor),
     ]
 
 

@@ -38,17 +38,17 @@ def flash_attn_varlen_func(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor
                            max_seqlen_q: int, max_seqlen_k: int, softmax_scale: Optional[float], causal: bool,
                            window_left: int, window_right: int, softcap: float, alibi_slopes: Optional[Tensor],
                            block_table: Optional[Tensor], seqused_k: Optional[Tensor], sinks: Optional[Tensor],
-                           num_splits: int) -> Tuple[Tensor, Tensor]:
+                           num_splits: int, seqused_q: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
     out, lse, _ = AT.flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 0.0,
                                             softmax_scale, causal, (window_left, window_right), softcap, alibi_slopes,
                                             False, True, block_table, seqused_k=seqused_k, sinks=sinks,
-                                            num_splits=num_splits)
+                                            num_splits=num_splits, seqused_q=seqused_q)
     return out, lse
 
 
 @flash_attn_varlen_func.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
-      window_right, softcap, alibi_slopes, block_table, seqused_k, sinks, num_splits):
+      window_right, softcap, alibi_slopes, block_table, seqused_k, sinks, num_splits, seqused_q):
     total_q, h, _ = q.shape
     return q.new_empty((total_q, h, v.shape[-1])), _lse_like(q, (h, total_q))
 

@@ -5,7 +5,7 @@ its function names, argument order, defaults and return values, forward only.
 
 Accepted and ignored (they tune FA3's kernels or its backward pass): pack_gqa, deterministic, sm_margin,
 scheduler_metadata. Raise NotImplementedError: qv, q_descale / k_descale / v_descale (FP8: not yet),
-attention_chunk != 0, seqused_q, and in flash_attn_with_kvcache cu_seqlens_q, cu_seqlens_k_new,
+attention_chunk != 0, and in flash_attn_with_kvcache cu_seqlens_q, cu_seqlens_k_new,
 rotary_seqlens. num_splits <= 0 lets flashc choose (FA3: its heuristic).
 Extras as keywords: out= (write into the caller's array), sinks= (learnable sink logits, (h,)).
 """
@@ -43,11 +43,12 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     """FA3's flash_attn_varlen_func: q (total_q, h, d) with cu_seqlens_q, k/v (total_k, h_k, d / d_v) with
     cu_seqlens_k; seqused_k (b) int32 keys used per sequence. Returns out, or (out, softmax_lse (h,
     total_q)) with return_attn_probs."""
-    _unsupported(seqused_q=seqused_q, qv=qv, q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
+    _unsupported(qv=qv, q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
                  attention_chunk=attention_chunk)
     r = _A.flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 0.0, softmax_scale,
                                   causal, window_size, softcap, None, False, return_attn_probs, None,
-                                  seqused_k=seqused_k, sinks=sinks, num_splits=_splits(num_splits), out=out)
+                                  seqused_k=seqused_k, sinks=sinks, num_splits=_splits(num_splits), out=out,
+                                  seqused_q=seqused_q)
     return r[:2] if return_attn_probs else r
 
 

@@ -85,6 +85,9 @@ static fc_status fail_recorded(const fc_dev_err *e) {
     case FC_DERR_BATCH_IDX:
         return fc_fail(FC_ERR_INVALID_ARGUMENT, "kv_batch_idx", "[%d] = %lld is not a row of the cache [0, %lld)", e->b,
                        e->value, e->limit);
+    case FC_DERR_SEQUSED_Q:
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "seqused_q", "[%d] = %lld is outside [0, %lld] (the sequence's query "
+                       "rows)", e->b, e->value, e->limit);
     case FC_DERR_LEFTPAD:
         return fc_fail(FC_ERR_INVALID_ARGUMENT, "kv_leftpad", "[%d] = %lld is outside [0, %lld] (the sequence's keys "
                        "counted from row 0)", e->b, e->value, e->limit);

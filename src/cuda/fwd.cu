@@ -225,6 +225,7 @@ static fc_status dispatch(const fc_problem *p, fc_split_ws ws, cudaStream_t stre
 // Splits: enough CTAs for one wave over the SMs (plan.c), counting how many CTAs of the chosen config
 // fit on an SM by shared memory and threads.
 int fc_cuda_plan_splits(const fc_problem *p) {
+    if (p->seqused_q) return 1; // the merge would read the partials of rows past seqused_q, which no tile writes
     cfg_info c = {16, 64, 64 * 1024, 32, 1, false, 0, 0, 16, 1};
     fc_split_ws none = {1, NULL, NULL};
     if (dispatch(p, none, 0, &c) != FC_OK) return 1;

@@ -247,6 +247,7 @@ __device__ __forceinline__ fc_seqlen seqlen_peek(const fc_problem &p, int b) {
     int q0 = p.cu_seqlens_q ? __ldcg(p.cu_seqlens_q + b) : 0;
     s.q_row0 = q0;
     s.s_q = p.cu_seqlens_q ? min(max(__ldcg(p.cu_seqlens_q + b + 1) - q0, 0), p.s_q) : p.s_q;
+    if (p.seqused_q) s.s_q = min(max(__ldcg(p.seqused_q + b), 0), s.s_q);
     int pad = p.kv_leftpad ? min(max(__ldcg(p.kv_leftpad + b), 0), p.s_k) : 0;
     s.k_row0 = pad, s.pos0 = pad;
     s.kv_b = p.kv_batch_idx ? min(max(__ldcg(p.kv_batch_idx + b), 0), p.k_batch - 1) : b;

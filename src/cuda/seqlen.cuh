@@ -23,6 +23,7 @@ enum {
     FC_DERR_ROTARY,     // sequence b needs rotary position value, the tables have limit
     FC_DERR_BATCH_IDX,  // kv_batch_idx[b] = value outside [0, limit)
     FC_DERR_LEFTPAD,    // kv_leftpad[b] = value outside [0, limit]
+    FC_DERR_SEQUSED_Q,  // seqused_q[b] = value outside [0, limit]
 };
 
 // The device's error record (one per device, a __device__ variable of backend.cu; fc_problem.dev_err
@@ -82,6 +83,13 @@ __device__ __forceinline__ fc_seqlen seqlen_walk(const fc_problem &p, int b, int
     s.q_row0 = 0, s.s_q = p.s_q, s.k_row0 = 0;
     if (p.cu_seqlens_q)
         checked_span<RECORD>(p, p.cu_seqlens_q, b, p.total_q, p.s_q, FC_DERR_CU_Q, FC_DERR_MAX_Q, &s.q_row0, &s.s_q, bad);
+    if (p.seqused_q) { // the first seqused_q[b] of those rows
+        int used = p.seqused_q[b];
+        bool out = used < 0 || used > s.s_q;
+        if (!RECORD) *bad |= out ? FC_BAD_LENGTHS : 0;
+        else if (out) fc_record_error(p, FC_DERR_SEQUSED_Q, b, 0, used, s.s_q);
+        s.s_q = min(max(used, 0), s.s_q);
+    }
     int span = p.s_k;
     if (p.cu_seqlens_k)
         checked_span<RECORD>(p, p.cu_seqlens_k, b, p.total_k, p.s_k, FC_DERR_CU_K, FC_DERR_MAX_K, &s.k_row0, &span, bad);

@@ -5,8 +5,8 @@ order, defaults and return values, forward only.
 
 Both return (out, lse), lse None unless return_lse. window_size sides are None for unbounded.
 learnable_sink (h,) is FA4's sink logit per query head (flashc's sinks). Accepted and ignored: pack_gqa,
-deterministic. Raise NotImplementedError: score_mod, mask_mod, block sparsity, aux_tensors, seqused_q,
-and (flash_attn_varlen_func) cu_seqlens_k with a dense (4-D) q.
+deterministic. Raise NotImplementedError: score_mod, mask_mod, block sparsity, aux_tensors, and
+(flash_attn_varlen_func) cu_seqlens_k or seqused_q with a dense (4-D) q.
 """
 from .. import _attention as _A
 from ..flash_attn_interface import flash_attn_combine  # noqa: F401  (FA4 has the same)
@@ -44,12 +44,13 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, max_se
     """FA4's flash_attn_varlen_func -> (out, lse or None). q is varlen (total_q, h, d) with cu_seqlens_q, or
     dense (b, s_q, h, d) without; k/v are varlen with cu_seqlens_k, paged with page_table (and seqused_k),
     or dense (b, s_k, h_k, d) with seqused_k. max_seqlen_q / max_seqlen_k default to the rows of q / k."""
-    _unsupported(seqused_q=seqused_q, score_mod=score_mod, mask_mod=mask_mod, block_sparse_tensors=block_sparse_tensors,
+    _unsupported(score_mod=score_mod, mask_mod=mask_mod, block_sparse_tensors=block_sparse_tensors,
                  cu_total_m_blocks=cu_total_m_blocks, cu_total_n_blocks=cu_total_n_blocks, aux_tensors=aux_tensors)
     splits = max(num_splits or 0, 0)
     if cu_seqlens_q is None:  # dense q: over a dense or paged cache with seqused_k
-        if cu_seqlens_k is not None:
-            raise NotImplementedError("flashc.cute: cu_seqlens_k with a dense q (no cu_seqlens_q) is not supported")
+        if cu_seqlens_k is not None or seqused_q is not None:
+            raise NotImplementedError("flashc.cute: cu_seqlens_k or seqused_q with a dense q (no cu_seqlens_q) is not "
+                                      "supported")
         o, lse = _A.flash_attn_with_kvcache(q, k, v, cache_seqlens=seqused_k, block_table=page_table,
                                             softmax_scale=softmax_scale, causal=causal, window_size=_window(window_size),
                                             softcap=softcap, num_splits=splits, return_softmax_lse=True,
@@ -62,5 +63,5 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, max_se
         raise ValueError("flashc.cute: page_table needs seqused_k (the keys of each sequence)")
     r = _A.flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_q, max_k, 0.0, softmax_scale, causal,
                                   _window(window_size), softcap, None, False, True, page_table, seqused_k=seqused_k,
-                                  sinks=learnable_sink, num_splits=splits, out=out)
+                                  sinks=learnable_sink, num_splits=splits, out=out, seqused_q=seqused_q)
     return r[0], (r[1] if return_lse else None)
