@@ -103,7 +103,11 @@
  * context parallelism needs).
  *
  * Dtypes: q, k, v, out, k_new, v_new share one dtype: FC_BF16 or FC_FP16 on every backend, FC_FP32 on
- * the CPU only. Head dims d and d_v: each a multiple of 8 from 8 to 256 (CUDA has kernels for 64, 96,
+ * the CPU only. FP8 caches: k and v may instead both be FC_E4M3 or FC_E5M2 (q, out, k_new, v_new keep
+ * q's dtype; the CPU only, so far). A cache element e of sequence b, KV head h stands for
+ * e * k_descale[b][h] (v_descale for v): scores use those dequantised keys, P·V those values. An append
+ * stores fp8(k_new / k_descale[b][h]) (after rotary), rounded to nearest even and saturated at the
+ * format's largest finite value (448 for e4m3, 57344 for e5m2; NaN stays NaN). Head dims d and d_v: each a multiple of 8 from 8 to 256 (CUDA has kernels for 64, 96,
  * 128, 192, 256 and d 192 / d_v 128; other dims run on the next kernel up, the extra features zero, as
  * FlashAttention-3 does). Accumulation is fp32.
  *
@@ -191,6 +195,8 @@ typedef enum fc_dtype {
     FC_FP16 = 1,
     FC_FP32 = 2,
     FC_INT32 = 3,
+    FC_E4M3 = 4,              /* FP8 (OCP e4m3fn): K/V caches (see "FP8" above) */
+    FC_E5M2 = 5,              /* FP8 (OCP e5m2): K/V caches */
 } fc_dtype;
 
 typedef enum fc_device {
@@ -209,7 +215,7 @@ typedef struct fc_tensor {
     int64_t stride[FC_MAX_DIMS];
 } fc_tensor;
 
-/* Bytes of one element of dtype (2, 2, 4, 4); 0 for an unknown dtype. */
+/* Bytes of one element of dtype (2, 2, 4, 4, 1, 1); 0 for an unknown dtype. */
 size_t fc_dtype_size(fc_dtype dtype);
 
 /* Contiguous (row-major) views. */
@@ -282,6 +288,11 @@ typedef struct fc_attn_args {
     fc_tensor seqused_q;      /* int32 (b): sequence i has only its first seqused_q[i] query rows (FA3's
                                * seqused_q): the rest are neither read nor written, and the mask aligns
                                * to seqused_q[i] rows. CUDA does not split the key range then. */
+
+    /* FP8 caches: dequantisation scales, float32 (b, h_k) (any strides: stride 0 broadcasts one value),
+     * optional (1 when absent); only with an fp8 k / v (see "FP8" above). */
+    fc_tensor k_descale;
+    fc_tensor v_descale;
 } fc_attn_args;
 
 /* Fills *args with the defaults: CPU, all tensors absent, scale 0 (1/sqrt(d)), no softcap, no mask

@@ -42,6 +42,7 @@ const char *fc_version(void) { return "0.1.0"; }
 
 size_t fc_dtype_size(fc_dtype dtype) {
     switch (dtype) {
+    case FC_E4M3: case FC_E5M2: return 1;
     case FC_BF16: case FC_FP16: return 2;
     case FC_FP32: case FC_INT32: return 4;
     }
@@ -53,6 +54,8 @@ static const char *dtype_name(fc_dtype dt) {
     case FC_BF16: return "bf16";
     case FC_FP16: return "fp16";
     case FC_FP32: return "fp32";
+    case FC_E4M3: return "e4m3";
+    case FC_E5M2: return "e5m2";
     case FC_INT32: return "int32";
     }
     return "unknown dtype";
@@ -178,6 +181,9 @@ static fc_status check_cuda_present(fc_device dev) {
 static fc_status shape_queries(const fc_attn_args *a, fc_problem *p) {
     const fc_tensor *q = &a->q;
     if (!is_present(q)) return fc_fail(FC_ERR_INVALID_ARGUMENT, "q", "is required but NULL");
+    if (q->dtype == FC_E4M3 || q->dtype == FC_E5M2)
+        return fc_fail(FC_ERR_UNSUPPORTED, "q", "dtype %s: fp8 queries (FP8 prefill) are not supported yet; fp8 k/v "
+                       "caches are", dtype_name(q->dtype));
     if (q->dtype != FC_BF16 && q->dtype != FC_FP16 && q->dtype != FC_FP32)
         return fc_fail(FC_ERR_INVALID_ARGUMENT, "q", "dtype %s, expected bf16, fp16 or fp32", dtype_name(q->dtype));
     if (q->dtype == FC_FP32 && a->device == FC_DEVICE_CUDA)
@@ -241,6 +247,23 @@ static fc_status shape_output(const fc_attn_args *a, fc_problem *p) {
     return FC_OK;
 }
 
+/* k_descale / v_descale: float32 (b, h_k), any strides, only with an fp8 cache (h_k: k's heads). */
+static fc_status shape_descale(const fc_attn_args *a, fc_problem *p, const fc_tensor *t, const char *name,
+                               const float **data, int64_t *sb, int64_t *sh) {
+    if (!is_present(t)) return FC_OK;
+    if (p->kv_dtype == p->dtype)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, name, "is only for an fp8 (e4m3 / e5m2) k and v; they are %s",
+                       dtype_name(p->kv_dtype));
+    TRY(check_tensor(t, name, 2, FC_FP32, 0, 4));
+    int nd = a->k.ndim;
+    TRY(expect_dim(t, name, 0, p->batch, "b"));
+    TRY(expect_dim(t, name, 1, a->k.shape[nd - 2], "h_k"));
+    *data = (const float *)t->data;
+    *sb = t->stride[0];
+    *sh = t->stride[1];
+    return FC_OK;
+}
+
 /* k and v: dense, varlen or paged; batch, heads and head dims consistent with q and out. */
 static fc_status shape_keys(const fc_attn_args *a, fc_problem *p) {
     const fc_tensor *k = &a->k, *v = &a->v;
@@ -249,8 +272,13 @@ static fc_status shape_keys(const fc_attn_args *a, fc_problem *p) {
         return fc_fail(FC_ERR_INVALID_ARGUMENT, "cu_seqlens_k", "cannot be combined with page_table; give seqused_k");
     p->kv_layout = paged ? FC_KV_PAGED : varlen ? FC_KV_VARLEN : FC_KV_DENSE;
     int nd = varlen ? 3 : 4;
-    TRY(check_data(k, "k", nd, p->dtype, a->device));
-    TRY(check_data(v, "v", nd, p->dtype, a->device));
+    p->kv_dtype = is_present(k) && (k->dtype == FC_E4M3 || k->dtype == FC_E5M2) ? k->dtype : p->dtype;
+    if (p->kv_dtype != p->dtype && a->device == FC_DEVICE_CUDA)
+        return fc_fail(FC_ERR_UNSUPPORTED, "k", "dtype %s: fp8 caches run on the CPU only so far", dtype_name(k->dtype));
+    TRY(check_data(k, "k", nd, p->kv_dtype, a->device));
+    TRY(check_data(v, "v", nd, p->kv_dtype, a->device));
+    TRY(shape_descale(a, p, &a->k_descale, "k_descale", &p->k_descale, &p->k_descale_sb, &p->k_descale_sh));
+    TRY(shape_descale(a, p, &a->v_descale, "v_descale", &p->v_descale, &p->v_descale_sb, &p->v_descale_sh));
     for (int i = 0; i < nd - 1; i++) TRY(expect_dim(v, "v", i, k->shape[i], "as k"));
     TRY(expect_dim(k, "k", nd - 1, p->d, "d, as q"));
     TRY(expect_dim(v, "v", nd - 1, p->d_v, "d_v, as out"));
@@ -540,13 +568,14 @@ static int views_disjoint(const fc_tensor *a, const fc_tensor *b) {
 /* The tensors of fc_attn_args, in declaration order (the overlap check and fc_plan_run walk them). */
 const char *const fc_attn_tensor_names[FC_ATTN_TENSORS] = {
     "q", "k", "v", "out", "lse", "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "page_table", "k_new", "v_new",
-    "rotary_cos", "rotary_sin", "alibi_slopes", "sinks", "kv_batch_idx", "kv_leftpad", "seqused_q"};
+    "rotary_cos", "rotary_sin", "alibi_slopes", "sinks", "kv_batch_idx", "kv_leftpad", "seqused_q", "k_descale",
+    "v_descale"};
 
 const fc_tensor *fc_attn_tensor(const fc_attn_args *a, int i) {
     const fc_tensor *t[FC_ATTN_TENSORS] = {&a->q, &a->k, &a->v, &a->out, &a->lse, &a->cu_seqlens_q, &a->cu_seqlens_k,
                                            &a->seqused_k, &a->page_table, &a->k_new, &a->v_new, &a->rotary_cos,
                                            &a->rotary_sin, &a->alibi_slopes, &a->sinks, &a->kv_batch_idx, &a->kv_leftpad,
-                                           &a->seqused_q};
+                                           &a->seqused_q, &a->k_descale, &a->v_descale};
     return t[i];
 }
 

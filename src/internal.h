@@ -35,7 +35,10 @@ typedef struct fc_view {
 
 typedef struct fc_problem {
     fc_device device;
-    fc_dtype dtype;            /* of q, k, v, out, k_new, v_new */
+    fc_dtype dtype;            /* of q, out, k_new, v_new, and of k, v unless they are fp8 */
+    fc_dtype kv_dtype;         /* of k and v: dtype, or FC_E4M3 / FC_E5M2 */
+    const float *k_descale, *v_descale; /* fp8 k/v, optional: element (b, h) at [b*sb + h*sh] */
+    int64_t k_descale_sb, k_descale_sh, v_descale_sb, v_descale_sh;
     int batch, h_q, h_k, d, d_v;
 
     /* Queries and outputs: dense when cu_seqlens_q == NULL. */
@@ -115,7 +118,7 @@ fc_status fc_fail_capacity(fc_kv_layout layout, int b, int64_t used, int64_t s_n
 /* ---------------------------------------------------------------------------------------------- */
 /* api.c's pieces that fc_plan (plan_run.c) reuses.                                                 */
 
-#define FC_ATTN_TENSORS 18
+#define FC_ATTN_TENSORS 20
 extern const char *const fc_attn_tensor_names[FC_ATTN_TENSORS];
 const fc_tensor *fc_attn_tensor(const fc_attn_args *a, int i); /* i-th tensor of a, in declaration order */
 /* Validates args into p (on the CPU the contents of the index tensors too), as fc_attn_fwd does. */
@@ -305,19 +308,54 @@ FC_HD uint16_t fc_f32_to_f16(float f) {
     return (uint16_t)(sign | q);
 }
 
-/* Load element i of a bf16/fp16/fp32 array as float; store float as such an element. */
+/* FP8 (OCP): e4m3 (bias 7, no infinities, 0x7f/0xff NaN, largest 448) and e5m2 (bias 15, IEEE-like,
+ * largest finite 57344). Stores saturate: a finite value or an infinity beyond the largest becomes the
+ * largest of its sign (what quantising a KV cache wants); NaN stays NaN; rounding to nearest, ties even. */
+FC_HD float fc_fp8_to_f32(uint8_t u, int e5m2) {
+    int s = u >> 7, mbits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+    int e = (u & 0x7f) >> mbits, m = u & ((1 << mbits) - 1), emax = e5m2 ? 31 : 15;
+    float x;
+    if (e5m2 && e == emax) x = m ? NAN : INFINITY;
+    else if (!e5m2 && e == emax && m == (1 << mbits) - 1) x = NAN;
+    else if (e == 0) x = ldexpf((float)m, 1 - bias - mbits);
+    else x = ldexpf((float)((1 << mbits) + m), e - bias - mbits);
+    return s ? -x : x;
+}
+FC_HD uint8_t fc_f32_to_fp8(float x, int e5m2) {
+    int mbits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+    if (x != x) return 0x7f;
+    uint8_t sign = x < 0.0f ? 0x80 : 0;
+    float a = fabsf(x), big = e5m2 ? 57344.0f : 448.0f;
+    if (a >= big) return (uint8_t)(sign | (e5m2 ? 0x7b : 0x7e)); /* saturate (infinities too) */
+    int e;
+    float f = frexpf(a, &e); /* a = f 2^e, f in [0.5, 1): the leading bit is 2^(e-1) */
+    int lead = e - 1;
+    if (a == 0.0f || lead < 1 - bias) { /* subnormal (or zero): units of 2^(1 - bias - mbits) */
+        int q = (int)rintf(ldexpf(a, bias - 1 + mbits));
+        return (uint8_t)(sign | q); /* q = 2^mbits is the smallest normal: its code is the same */
+    }
+    int q = (int)rintf(ldexpf(f * 2.0f - 1.0f, mbits)); /* mantissa rounded */
+    if (q == 1 << mbits) q = 0, lead++;
+    (void)f;
+    return (uint8_t)(sign | ((lead + bias) << mbits) | q);
+}
+
+/* Load element i of a bf16/fp16/fp32/fp8 array as float; store float as such an element. */
 FC_HD float fc_load(const void *base, fc_dtype dt, int64_t i) {
     if (dt == FC_FP32) return ((const float *)base)[i];
+    if (dt == FC_E4M3 || dt == FC_E5M2) return fc_fp8_to_f32(((const uint8_t *)base)[i], dt == FC_E5M2);
     uint16_t h = ((const uint16_t *)base)[i];
     return dt == FC_BF16 ? fc_bf16_to_f32(h) : fc_f16_to_f32(h);
 }
 FC_HD void fc_store(void *base, fc_dtype dt, int64_t i, float x) {
     if (dt == FC_FP32) ((float *)base)[i] = x;
+    else if (dt == FC_E4M3 || dt == FC_E5M2) ((uint8_t *)base)[i] = fc_f32_to_fp8(x, dt == FC_E5M2);
     else ((uint16_t *)base)[i] = dt == FC_BF16 ? fc_f32_to_bf16(x) : fc_f32_to_f16(x);
 }
 /* Round a float through dtype and back (the precision a value has once stored as dtype). */
 FC_HD float fc_round_to(fc_dtype dt, float x) {
     if (dt == FC_FP32) return x;
+    if (dt == FC_E4M3 || dt == FC_E5M2) return fc_fp8_to_f32(fc_f32_to_fp8(x, dt == FC_E5M2), dt == FC_E5M2);
     return dt == FC_BF16 ? fc_bf16_to_f32(fc_f32_to_bf16(x)) : fc_f16_to_f32(fc_f32_to_f16(x));
 }
 

@@ -43,6 +43,8 @@ void describe(const cfg *c, char *s, size_t n) {
     if (c->nan_unused) ADD(" nan-unused");
     if (c->s_new) ADD(" new%d", c->s_new);
     if (c->rot_dim) ADD(" rot%d%s%s", c->rot_dim, c->rot_inter ? "i" : "h", c->rot_f32 ? "f32" : "");
+    if (c->fp8) ADD(" kv-%s", tu_dtype_name(cfg_kv_dtype(c)));
+    if (c->descale) ADD(" descale%d", c->descale);
     if (c->threads) ADD(" threads%d", c->threads);
     ADD(" splits");
     for (int i = 0; i < c->nsplits; i++) ADD("%s%d", i ? "," : "", c->splits[i]);
@@ -359,6 +361,7 @@ static void build_kv(prob *P) {
     const cfg *c = &P->c;
     fc_attn_args *a = &P->a;
     int pad = c->layout == LAYOUT_PADDED;
+    fc_dtype kdt = cfg_kv_dtype(c);
     if (c->layout == LAYOUT_PACKED) {
         build_packed(P);
         return;
@@ -368,8 +371,8 @@ static void build_kv(prob *P) {
         if (P->o->max_seqlen) a->max_seqlen_k = mx > 0 ? mx : 1; /* as max_seqlen_q */
         int64_t rows = ((const int32_t *)a->cu_seqlens_k.data)[c->b] + 2;
         int64_t ks[3] = {rows, c->h_k, c->d}, vs[3] = {rows, c->h_k, c->d_v};
-        a->k = new_tensor(P, c->dt, 3, ks, pad, &P->kc);
-        a->v = new_tensor(P, c->dt, 3, vs, pad, &P->vc);
+        a->k = new_tensor(P, kdt, 3, ks, pad, &P->kc);
+        a->v = new_tensor(P, kdt, 3, vs, pad, &P->vc);
     } else {
         int64_t n0 = c->b, n1 = c->s_k;
         if (c->kv == KV_PAGED) {
@@ -378,12 +381,12 @@ static void build_kv(prob *P) {
             n1 = c->page_size;
         }
         int64_t ks[4] = {n0, n1, c->h_k, c->d}, vs[4] = {n0, n1, c->h_k, c->d_v};
-        a->k = new_tensor(P, c->dt, 4, ks, pad, &P->kc);
-        a->v = new_tensor(P, c->dt, 4, vs, pad, &P->vc);
+        a->k = new_tensor(P, kdt, 4, ks, pad, &P->kc);
+        a->v = new_tensor(P, kdt, 4, vs, pad, &P->vc);
     }
     if (pad || c->nan_unused) {
-        tu_poison(reg_host(P, &P->kc), c->dt, P->kc.n);
-        tu_poison(reg_host(P, &P->vc), c->dt, P->vc.n);
+        tu_poison(reg_host(P, &P->kc), kdt, P->kc.n);
+        tu_poison(reg_host(P, &P->vc), kdt, P->vc.n);
     } else {
         fill_region(P, &P->kc);
         fill_region(P, &P->vc);
@@ -391,6 +394,15 @@ static void build_kv(prob *P) {
     if (!P->o->fast_fill || pad || c->nan_unused) { /* the rows that count: random (again) */
         fill_cache_rows(P, &a->k, c->d);
         fill_cache_rows(P, &a->v, c->d_v);
+    }
+    if (c->fp8 && c->descale) { /* dequantisation scales in [1/4, 2]; or one value through zero strides */
+        fc_tensor *ds[2] = {&a->k_descale, &a->v_descale};
+        for (int w = 0; w < 2; w++) {
+            int64_t shape[2] = {c->b, c->h_k};
+            *ds[w] = new_tensor(P, FC_FP32, 2, shape, 0, NULL);
+            for (int64_t i = 0; i < c->b * c->h_k; i++) ((float *)ds[w]->data)[i] = (float)(0.25 + 1.75 * tu_uniform(&P->rng));
+            if (c->descale == 2) ds[w]->stride[0] = ds[w]->stride[1] = 0;
+        }
     }
 }
 
@@ -470,6 +482,7 @@ void prob_build(prob *P, const cfg *c, const prob_opts *o, uint64_t seed) {
     P->k_snap = snapshot(P, &P->kc);
     P->v_snap = snapshot(P, &P->vc);
     P->vmax = max_abs(reg_host(P, &P->vc), P->vc.dt, P->vc.n);
+    if (P->c.fp8 && P->c.descale) P->vmax *= 2.0; /* dequantised: descales up to 2 */
     const fc_tensor *vn = &P->a.v_new;
     for (int64_t i = 0; vn->data && i < vn->shape[0] * vn->shape[1] * vn->shape[2]; i++) {
         int64_t idx[4] = {i / (vn->shape[1] * vn->shape[2]), i / vn->shape[2] % vn->shape[1], i % vn->shape[2], 0};
@@ -580,8 +593,9 @@ static void rotate_row(const prob *P, double *x, int64_t pos) {
 /* Appended rows of one cache tensor: rotated features within a rounding of the exact rotation, others
  * copied exactly; marks the appended elements. Returns the number of bad elements. */
 static int64_t appended_bad(const prob *P, const fc_tensor *cache, const fc_tensor *src, int dim, int rot,
-                            unsigned char *mark) {
+                            const fc_tensor *descale, unsigned char *mark) {
     const cfg *c = &P->c;
+    fc_dtype kdt = cfg_kv_dtype(c);
     double *x = malloc(sizeof(double) * (size_t)dim), *x0 = malloc(sizeof(double) * (size_t)dim);
     int64_t bad = 0;
     for (int b = 0; b < c->b; b++)
@@ -591,10 +605,15 @@ static int64_t appended_bad(const prob *P, const fc_tensor *cache, const fc_tens
                 int64_t co = kv_off(P, cache, b, P->s_cache[b] + t, h);
                 for (int e = 0; e < dim; e++) x[e] = x0[e] = tu_load(src->data, src->dtype, so + e);
                 if (rot) rotate_row(P, x, P->s_cache[b] + t);
+                double ds = descale->data ? ((const float *)descale->data)[b * descale->stride[0] + h * descale->stride[1]] : 1;
                 for (int e = 0; e < dim; e++) {
-                    double got = tu_load(cache->data, c->dt, co + e);
+                    double got = tu_load(cache->data, kdt, co + e);
                     mark[co + e] = 1;
-                    if (rot && e < c->rot_dim) {
+                    if (c->fp8) { /* quantised: x / descale rounded (saturated); a rounding of fp32 either way */
+                        double want = tu_round(kdt, x[e] / ds);
+                        double tol = tu_eps(kdt) * fabs(x[e] / ds) + 1e-6 * (1 + fabs(x[e]));
+                        if (!(fabs(got - want) <= tol)) bad++;
+                    } else if (rot && e < c->rot_dim) {
                         int half = c->rot_dim / 2;
                         int partner = c->rot_inter ? (e ^ 1) : (e < half ? e + half : e - half);
                         double tol = tu_eps(c->dt) * fabs(x[e]) + 1e-6 * (fabs(x0[e]) + fabs(x0[partner]));
@@ -615,9 +634,9 @@ int64_t prob_cache_bad(const prob *P) {
     int64_t bad = 0;
     for (int w = 0; w < 2; w++) {
         unsigned char *mark = calloc((size_t)rs[w]->n, 1);
-        bad += w == 0 ? appended_bad(P, &P->a.k, &P->a.k_new, P->c.d, P->c.rot_dim > 0, mark)
-                      : appended_bad(P, &P->a.v, &P->a.v_new, P->c.d_v, 0, mark);
-        size_t es = tu_esize(P->c.dt);
+        bad += w == 0 ? appended_bad(P, &P->a.k, &P->a.k_new, P->c.d, P->c.rot_dim > 0, &P->a.k_descale, mark)
+                      : appended_bad(P, &P->a.v, &P->a.v_new, P->c.d_v, 0, &P->a.v_descale, mark);
+        size_t es = tu_esize(cfg_kv_dtype(&P->c));
         for (int64_t i = 0; i < rs[w]->n; i++)
             if (!mark[i] && memcmp((const char *)reg_host(P, rs[w]) + i * es, snaps[w] + i * es, es)) bad++;
         free(mark);

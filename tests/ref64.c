@@ -33,7 +33,9 @@ static int64_t i32_2d(const fc_tensor *t, int64_t i, int64_t j) {
 /* Float element at a precomputed element offset of t. */
 static double elem(const fc_tensor *t, int64_t off) { return tu_load(t->data, t->dtype, off); }
 
-static int is_float_dtype(fc_dtype dt) { return dt == FC_BF16 || dt == FC_FP16 || dt == FC_FP32; }
+static int is_float_dtype(fc_dtype dt) {
+    return dt == FC_BF16 || dt == FC_FP16 || dt == FC_FP32 || dt == FC_E4M3 || dt == FC_E5M2;
+}
 
 static int readable(const fc_tensor *t, int ndim) {
     return t->data && t->ndim == ndim && is_float_dtype(t->dtype) && t->stride[ndim - 1] == 1;
@@ -185,12 +187,30 @@ static void load_row_f(const fc_tensor *t, int64_t off, int n, float *dst) {
     for (int i = 0; i < n; i++) dst[i] = (float)elem(t, off + i);
 }
 
+/* An fp8 cache's dequantisation scale of (b, h): k_descale / v_descale, 1 when absent (flashc.h, "FP8"). */
+static double descale_of(const fc_tensor *t, int b, int h) {
+    return t->data ? ((const float *)t->data)[b * t->stride[0] + h * t->stride[1]] : 1.0;
+}
+
+static int is_fp8(fc_dtype dt) { return dt == FC_E4M3 || dt == FC_E5M2; }
+
+/* An appended element as the fp8 cache holds it, dequantised: x / descale stored as fp8 (saturating),
+ * times descale (lowp: the division in float, as the library divides). */
+static double quantised(const ref_ctx *c, fc_dtype dt, double x, double ds) {
+    double y = c->lowp ? (double)((float)x / (float)ds) : x / ds;
+    return tu_round(dt, y) * ds;
+}
+
 static void load_kv(const ref_ctx *c, int b, int hk, const ref_seq *s, kv_rows *r) {
     const fc_attn_args *a = c->a;
+    double kds = descale_of(&a->k_descale, b, hk), vds = descale_of(&a->v_descale, b, hk);
+    int fp8 = is_fp8(a->k.dtype);
     r->s_cache = s->s_cache;
     for (int64_t j = 0; j < s->s_cache; j++) {
         load_row_f(&a->k, kv_offset(c, &a->k, b, j, hk), c->d, r->kc + j * c->d);
         load_row_f(&a->v, kv_offset(c, &a->v, b, j, hk), c->d_v, r->vc + j * c->d_v);
+        for (int i = 0; fp8 && i < c->d; i++) r->kc[j * c->d + i] = (float)(r->kc[j * c->d + i] * kds);
+        for (int i = 0; fp8 && i < c->d_v; i++) r->vc[j * c->d_v + i] = (float)(r->vc[j * c->d_v + i] * vds);
     }
     for (int t = 0; t < c->s_new; t++) {
         const fc_tensor *kn = &a->k_new, *vn = &a->v_new;
@@ -201,9 +221,11 @@ static void load_kv(const ref_ctx *c, int b, int hk, const ref_seq *s, kv_rows *
         for (int i = 0; i < c->d_v; i++) vd[i] = elem(vn, vo + i);
         if (c->rot_half) {
             rotate(c, kd, s->pad + s->s_cache + t);
-            if (c->lowp)
+            if (c->lowp && !fp8)
                 for (int i = 0; i < 2 * c->rot_half; i++) kd[i] = tu_round(a->k.dtype, kd[i]);
         }
+        for (int i = 0; fp8 && i < c->d; i++) kd[i] = quantised(c, a->k.dtype, kd[i], kds);
+        for (int i = 0; fp8 && i < c->d_v; i++) vd[i] = quantised(c, a->v.dtype, vd[i], vds);
     }
 }
 

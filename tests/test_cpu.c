@@ -193,6 +193,32 @@ static void sweep_long(group *g) {
             }
 }
 
+/* FP8 caches (e4m3, e5m2) under bf16 / fp16 / fp32 queries: dense, paged and varlen, descales per (b, h_k)
+ * or one broadcast value, append (quantised with the descale) with and without rotary, splits, GQA. */
+static void sweep_fp8(group *g) {
+    int i = 0;
+    for (int f = 1; f <= 2; f++)
+        for (int k = 0; k < 12; k++, i++) {
+            cfg c = cfg_base();
+            c.dt = DTYPES[i % 3];
+            c.fp8 = f;
+            c.descale = k % 3;
+            set_heads(&c, i);
+            c.causal = k % 2;
+            c.s_q = k % 4 < 2 ? 1 : 37;
+            c.s_k = 150 + 13 * k;
+            switch (k % 4) {
+            case 0: c.kv = KV_PAGED, c.page_size = 16, c.seqused = 1; break;
+            case 1: c.seqused = 1, c.s_new = 2, c.s_q = 2, c.rot_dim = 32, c.rot_inter = k % 2; break;
+            case 2: c.kv = KV_VARLEN, c.q_varlen = 1; break;
+            default: c.kv = KV_PAGED, c.page_size = 5, c.seqused = 1, c.s_new = 3, c.s_q = 3; break;
+            }
+            c.splits[0] = i % 3 ? 0 : 3;
+            if (k == 5) c.d = 128, c.d_v = 64;
+            run_case(g, &c);
+        }
+}
+
 /* Head dims off the kernel set (multiples of 8: CUDA runs them on the next kernel up), d = d_v and not. */
 static void sweep_odd_dims(group *g) {
     static const int dd[][2] = {{8, 8}, {40, 40}, {72, 72}, {120, 120}, {136, 136}, {200, 200}, {248, 248},
@@ -567,7 +593,7 @@ static void sweep_merge(group *g) {
 
 int main(int argc, char **argv) {
     static const sweep sweeps[] = {
-        {"core", sweep_core},       {"long", sweep_long},       {"d_v", sweep_dv},    {"odd_dims", sweep_odd_dims},
+        {"core", sweep_core},       {"long", sweep_long},       {"d_v", sweep_dv},    {"odd_dims", sweep_odd_dims}, {"fp8", sweep_fp8},
         {"alibi", sweep_alibi},     {"sinks", sweep_sinks},     {"varlen", sweep_varlen},
         {"paged", sweep_paged},     {"splits", sweep_splits},   {"strides", sweep_strides},
         {"append", sweep_append},   {"masked", sweep_masked},   {"unused", sweep_unused},

@@ -1376,7 +1376,7 @@ def torch_checks(torch, device):
             (ops.flash_attn_varlen_func, (q[0], k[0], v[0], cu2(2), cu2(5), 2, 5, 0.5, False, 3, 0, 0.0, None, None,
                                           None, None, 0, None)),
             (ops.flash_attn_with_kvcache, (q[:, :1], kc, vc, kn, vn, None, None, lens, None, None, True, -1, -1,
-                                           0.0, True, None, 0, None, None, None)),
+                                           0.0, True, None, 0, None, None, None, None, None)),
         ]
         bad = []
         for op, args in cases:
@@ -1482,6 +1482,28 @@ def torch_checks(torch, device):
     add("%s bfloat16 cache_batch_idx / cache_leftpad against a gathered / shifted cache" % tag, batch_idx_leftpad,
         lambda x: torch.from_numpy(np.ascontiguousarray(x)).to(device=device, dtype=torch.bfloat16 if x.dtype == np.float32
                                                                  and x.ndim == 4 else None), torch.equal, np.float32)
+    def fp8_cache():
+        """An e4m3 cache with k/v descales against the same cache dequantised into a bf16 one (on the CPU:
+        CUDA rejects fp8 caches so far, with FlashcError naming k_cache)."""
+        rng = np.random.default_rng(106)
+        b, cap, h, hk, d = 2, 40, 4, 2, 64
+        q = tt(rng.standard_normal((b, 1, h, d)), torch.bfloat16)
+        kc = torch.from_numpy(rng.standard_normal((b, cap, hk, d)).astype(np.float32)).to(torch.float8_e4m3fn).to(device)
+        vc = torch.from_numpy(rng.standard_normal((b, cap, hk, d)).astype(np.float32)).to(torch.float8_e4m3fn).to(device)
+        kds = tt(0.5 + rng.random((b, hk)), torch.float32)
+        vds = tt(np.array([0.75]), torch.float32)  # one value for every (b, h_k), as vLLM passes it
+        lens = torch.tensor([17, 33], dtype=torch.int32, device=device)
+        if device == "cuda":
+            return raises(FlashcError, "k_cache", flashc.flash_attn_with_kvcache, q, kc, vc, cache_seqlens=lens,
+                          k_descale=kds, v_descale=vds)
+        got = flashc.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens, k_descale=kds, v_descale=vds, causal=True)
+        kd = (kc.float() * kds[:, None, :, None]).to(torch.float32)
+        vd = (vc.float() * 0.75).to(torch.float32)
+        want = flashc.flash_attn_with_kvcache(q.float(), kd, vd, cache_seqlens=lens, causal=True)
+        err = (got.float() - want).abs().max().item()
+        return err < 2e-2, "e4m3 cache vs its dequantised fp32 copy: max err %.2e (bf16 out)" % err
+
+    add("%s float8_e4m3fn cache with k_descale / v_descale" % tag, fp8_cache)
     add("%s torch.compile(fullgraph=True) of the three functions" % tag, compiled)
     add("%s torch.library.opcheck of the custom ops" % tag, opcheck)
     if device == "cuda":

@@ -640,6 +640,14 @@ static void head_dims_and_dtypes(void) {
     FWD_DT(FX_DENSE, FC_FP32, INV, "out", 0, a->out.dtype = FC_BF16);
     FWD(FX_DENSE, INV_OR_UNSUP, "q", a->q.dtype = a->k.dtype = a->v.dtype = a->out.dtype = FC_INT32);
     FWD(FX_DENSE, INV, "q", a->q.dtype = (fc_dtype)17);
+    FWD(FX_DENSE, INV_OR_UNSUP, "q", a->q.dtype = a->k.dtype = a->v.dtype = FC_E4M3; a->out.dtype = FC_BF16);
+    FWD(FX_DENSE, INV, "v", a->k.dtype = FC_E4M3);                       /* an fp8 k needs an fp8 v */
+    FWD(FX_DENSE, INV, "v", a->k.dtype = FC_E4M3; a->v.dtype = FC_E5M2); /* of the same format */
+    FWD(FX_DENSE, INV, "k_descale", a->k_descale = fx_tensor(f, FC_FP32, 2, 2, 2, 0, 0)); /* bf16 k */
+    FWD(FX_DENSE, INV, "k_descale", a->k.dtype = a->v.dtype = FC_E4M3;
+        a->k_descale = fx_tensor(f, FC_FP32, 2, 2, 4, 0, 0));              /* (b, h_q), not (b, h_k) */
+    FWD(FX_DENSE, INV, "v_descale", a->k.dtype = a->v.dtype = FC_E4M3;
+        a->v_descale = fx_tensor(f, FC_BF16, 2, 2, 2, 0, 0));
     FWD(FX_PAGED_APPEND, INV, "k_new", a->k_new.dtype = FC_FP16);
     FWD(FX_PAGED_APPEND, INV, "v_new", a->v_new.dtype = FC_FP16);
 }

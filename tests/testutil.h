@@ -50,18 +50,55 @@ static inline double tu_round_prec(double x, int prec, int emin, double maxv) {
     return fabs(r) > maxv ? copysign(INFINITY, x) : r;
 }
 
-/* The value x takes once stored as dt (FC_BF16, FC_FP16, FC_FP32). */
+/* FP8 (OCP): e4m3 (4 significant bits, normals down to 2^-6, largest 448, no infinities) and e5m2 (3 bits,
+ * 2^-14, largest 57344). Stores saturate at the largest finite value; NaN stays NaN. */
+static inline int tu_is_fp8(fc_dtype dt) { return dt == FC_E4M3 || dt == FC_E5M2; }
+
+static inline double tu_round_fp8(fc_dtype dt, double x) {
+    double maxv = dt == FC_E4M3 ? 448.0 : 57344.0;
+    if (isnan(x)) return x;
+    if (fabs(x) >= maxv) return copysign(maxv, x);
+    double r = dt == FC_E4M3 ? tu_round_prec(x, 4, -6, INFINITY) : tu_round_prec(x, 3, -14, INFINITY);
+    return fabs(r) > maxv ? copysign(maxv, x) : r;
+}
+
+/* The value x takes once stored as dt (FC_BF16, FC_FP16, FC_FP32, FC_E4M3, FC_E5M2). */
 static inline double tu_round(fc_dtype dt, double x) {
     switch (dt) {
     case FC_BF16: return tu_round_prec(x, 8, -126, 0x1.fep127);
     case FC_FP16: return tu_round_prec(x, 11, -14, 65504.0);
+    case FC_E4M3: case FC_E5M2: return tu_round_fp8(dt, x);
     default: return tu_round_prec(x, 24, -126, 0x1.fffffep127);
     }
 }
 
+/* Bits of an fp8 value (x representable in dt, or NaN). */
+static inline uint8_t tu_fp8_bits(fc_dtype dt, double x) {
+    int mb = dt == FC_E4M3 ? 3 : 2, bias = dt == FC_E4M3 ? 7 : 15;
+    if (isnan(x)) return 0x7f;
+    uint8_t sign = signbit(x) ? 0x80 : 0;
+    double a = fabs(x);
+    if (a == 0) return sign;
+    if (a < ldexp(1.0, 1 - bias)) return sign | (uint8_t)ldexp(a, bias - 1 + mb); /* subnormal */
+    int e;
+    double m = frexp(a, &e); /* a = m 2^e, m in [0.5, 1) */
+    return sign | (uint8_t)((e - 1 + bias) << mb) | (uint8_t)(ldexp(m, mb + 1) - (1 << mb));
+}
+
+static inline double tu_fp8_to_double(fc_dtype dt, uint8_t u) {
+    int mb = dt == FC_E4M3 ? 3 : 2, bias = dt == FC_E4M3 ? 7 : 15, emax = dt == FC_E4M3 ? 15 : 31;
+    int e = (u & 0x7f) >> mb, m = u & ((1 << mb) - 1);
+    double v;
+    if (dt == FC_E4M3 && e == emax && m == 7) v = NAN;
+    else if (dt == FC_E5M2 && e == emax) v = m ? NAN : INFINITY;
+    else if (e == 0) v = ldexp((double)m, 1 - bias - mb);
+    else v = ldexp((double)((1 << mb) | m), e - bias - mb);
+    return (u & 0x80) ? -v : v;
+}
+
 /* Relative spacing of dt: 2^-(significant bits - 1). */
 static inline double tu_eps(fc_dtype dt) {
-    return dt == FC_BF16 ? 0x1p-7 : dt == FC_FP16 ? 0x1p-10 : 0x1p-23;
+    return dt == FC_BF16 ? 0x1p-7 : dt == FC_FP16 ? 0x1p-10 : dt == FC_E4M3 ? 0x1p-3 : dt == FC_E5M2 ? 0x1p-2 : 0x1p-23;
 }
 
 static inline double tu_bf16_to_double(uint16_t h) {
@@ -108,6 +145,7 @@ static inline double tu_load(const void *p, fc_dtype dt, int64_t i) {
     case FC_BF16: return tu_bf16_to_double(((const uint16_t *)p)[i]);
     case FC_FP16: return tu_fp16_to_double(((const uint16_t *)p)[i]);
     case FC_FP32: return ((const float *)p)[i];
+    case FC_E4M3: case FC_E5M2: return tu_fp8_to_double(dt, ((const uint8_t *)p)[i]);
     default: return ((const int32_t *)p)[i];
     }
 }
@@ -118,14 +156,16 @@ static inline void tu_store(void *p, fc_dtype dt, int64_t i, double x) {
     case FC_BF16: ((uint16_t *)p)[i] = tu_bf16_bits(tu_round(dt, x)); break;
     case FC_FP16: ((uint16_t *)p)[i] = tu_fp16_bits(tu_round(dt, x)); break;
     case FC_FP32: ((float *)p)[i] = (float)x; break;
+    case FC_E4M3: case FC_E5M2: ((uint8_t *)p)[i] = tu_fp8_bits(dt, tu_round(dt, x)); break;
     default: ((int32_t *)p)[i] = (int32_t)x; break;
     }
 }
 
-static inline size_t tu_esize(fc_dtype dt) { return dt == FC_BF16 || dt == FC_FP16 ? 2 : 4; }
+static inline size_t tu_esize(fc_dtype dt) { return dt == FC_BF16 || dt == FC_FP16 ? 2 : tu_is_fp8(dt) ? 1 : 4; }
 
 static inline const char *tu_dtype_name(fc_dtype dt) {
-    return dt == FC_BF16 ? "bf16" : dt == FC_FP16 ? "fp16" : dt == FC_FP32 ? "fp32" : "int32";
+    return dt == FC_BF16 ? "bf16" : dt == FC_FP16 ? "fp16" : dt == FC_FP32 ? "fp32" : dt == FC_E4M3 ? "e4m3"
+         : dt == FC_E5M2 ? "e5m2" : "int32";
 }
 
 /* Element offset of index idx in a strided tensor. */

@@ -2,15 +2,18 @@
 import ctypes
 import sys
 
-from ._lib import (FC_BF16, FC_FP16, FC_FP32, FC_INT32, FC_MAX_DIMS, FcTensor, check_errors_on, fail)
+from ._lib import (FC_BF16, FC_E4M3, FC_E5M2, FC_FP16, FC_FP32, FC_INT32, FC_MAX_DIMS, FcTensor, check_errors_on,
+                   fail)
 
 try:
     import numpy as np
 except ImportError:  # torch-only use needs no numpy
     np = None
 
-_NP_DTYPES = {"float16": FC_FP16, "float32": FC_FP32, "int32": FC_INT32, "bfloat16": FC_BF16}
+_NP_DTYPES = {"float16": FC_FP16, "float32": FC_FP32, "int32": FC_INT32, "bfloat16": FC_BF16,
+              "float8_e4m3fn": FC_E4M3, "float8_e5m2": FC_E5M2}  # fp8: torch's names, and ml_dtypes' for numpy
 FLOAT_DTYPES = ("float16", "bfloat16", "float32")
+DATA_DTYPES = FLOAT_DTYPES + ("float8_e4m3fn", "float8_e5m2")  # q, k, v, caches: fp8 caches (flashc.h, "FP8")
 
 
 def _torch():
@@ -193,7 +196,7 @@ CUDA_DATA_ALIGN = 16  # bytes: what the CUDA backend needs of q/k/v-like pointer
 def as_data(x, name):
     """as_input for q, k, v, k_new, v_new: on CUDA also copied unless 16-byte aligned (pointer and strides)."""
     x = check_array(x, name)
-    _check_dtype(x, name, FLOAT_DTYPES)
+    _check_dtype(x, name, DATA_DTYPES)
     align = CUDA_DATA_ALIGN if device_of(x)[0] == "cuda" else _itemsize(x)
     return x if _usable(x, align) else copy(x)
 
@@ -201,7 +204,7 @@ def as_data(x, name):
 def as_inplace(x, name):
     """An array written in place (the KV cache): it must be usable as is, never copied."""
     x = check_array(x, name)
-    _check_dtype(x, name, FLOAT_DTYPES)
+    _check_dtype(x, name, DATA_DTYPES)
     if not _native(x):
         fail("%s: is updated in place, so it must be in native byte order (its dtype %s has byte order %r)"
              % (name, dtype_name(x), x.dtype.byteorder))
@@ -381,3 +384,13 @@ def assign(dst, src):
         dst.copy_(src)
     else:
         dst[...] = src
+
+
+def broadcast_scale(x, shape):
+    """A float32 array of one element seen as `shape` through zero strides (a per-tensor descale); any
+    other array as it is."""
+    if _numel(x) != 1:
+        return x
+    if is_torch(x):
+        return x.reshape((1,) * len(shape)).expand(shape)
+    return np.broadcast_to(x.reshape((1,) * len(shape)), shape)

@@ -248,7 +248,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
                             softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                             rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False,
-                            *, sinks=None, out=None):
+                            *, sinks=None, out=None, k_descale=None, v_descale=None):
     """Decode/append attention over a KV cache, as flash_attn.flash_attn_with_kvcache.
 
     q (b, s_q, h, d); k_cache/v_cache dense (b, s_cache, h_k, d / d_v) or, with block_table (b, max_pages)
@@ -260,7 +260,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     softmax_lse float32 (b, h, s_q) when return_softmax_lse.
     cache_batch_idx (b) int32: sequence i uses cache row cache_batch_idx[i] (dense caches). cache_leftpad (b)
     int32: sequence i's keys start at cache row cache_leftpad[i] (dense caches; cache_seqlens still counts
-    from row 0, rotary positions are cache rows, as in flash_attn). Rotary:
+    from row 0, rotary positions are cache rows, as in flash_attn). FP8 caches (CPU so far): k_cache and
+    v_cache float8_e4m3fn or float8_e5m2 (torch, or ml_dtypes for numpy) with k_descale / v_descale
+    float32 (b, h_k) or one value (FA3's names): keys are k_cache * k_descale, and an append stores
+    fp8(k / k_descale), saturated (flashc.h, "FP8"). Rotary:
     flashc rotates query row r at its absolute position s_k - s_q + r (s_k = cache_seqlens + s_new)
     always; flash_attn rotates it at cache_seqlens + r when causal or local (the same when s_q = s_new)
     and every row at cache_seqlens otherwise. No autograd. Extras: sinks (h,) float32.
@@ -279,23 +282,23 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         o, lse = _traced("flash_attn_with_kvcache", out, q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
                          block_table, softmax_scale, bool(causal), *_window(window_size), float(softcap or 0.0),
                          bool(rotary_interleaved), alibi_slopes, int(num_splits or 0), sinks, cache_batch_idx,
-                         cache_leftpad)
+                         cache_leftpad, k_descale, v_descale)
         return (o, lse) if return_softmax_lse else o
     if type(cache_seqlens) is int:
         cache_seqlens = _int_seqlens(cache_seqlens, q, k_cache, k, block_table)
     scalars = ("kvcache", softmax_scale, causal, window_size, softcap, rotary_interleaved, num_splits,
                bool(return_softmax_lse))
     tensors = (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, block_table, alibi_slopes, sinks,
-               cache_batch_idx, cache_leftpad)
+               cache_batch_idx, cache_leftpad, k_descale, v_descale)
     return _fast(scalars, tensors, out, _kvcache_call,
                  (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, block_table, softmax_scale, causal,
                   window_size, softcap, rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse, sinks, out,
-                  cache_batch_idx, cache_leftpad),
+                  cache_batch_idx, cache_leftpad, k_descale, v_descale),
                  _KVCACHE_SLOTS, _RET_OUT_LSE[bool(return_softmax_lse)])
 
 
 _KVCACHE_SLOTS = ("q", "k", "v", "k_new", "v_new", "rotary_cos", "rotary_sin", "seqused_k", "page_table",
-                  "alibi_slopes", "sinks", "kv_batch_idx", "kv_leftpad")
+                  "alibi_slopes", "sinks", "kv_batch_idx", "kv_leftpad", "k_descale", "v_descale")
 
 
 def _int_seqlens(n, q, k_cache, k, block_table):
@@ -313,7 +316,7 @@ def _int_seqlens(n, q, k_cache, k, block_table):
 
 def _kvcache_call(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, block_table, softmax_scale,
                   causal, window_size, softcap, rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse,
-                  sinks, out, cache_batch_idx=None, cache_leftpad=None):
+                  sinks, out, cache_batch_idx=None, cache_leftpad=None, k_descale=None, v_descale=None):
     if (k is None) != (v is None):
         fail("k, v: give both new keys and new values, or neither")
     if k is not None and cache_seqlens is None:
@@ -337,6 +340,9 @@ def _kvcache_call(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqle
     table = None if block_table is None else A.as_int32(block_table, q, "block_table")
     c.set("page_table", table, "block_table")
     c.set("seqused_k", _cache_seqlens(q, cache_seqlens, table, k_cache), "cache_seqlens")
+    for name, x in (("k_descale", k_descale), ("v_descale", v_descale)):  # fp8 caches: (b, h_k), or one value
+        if x is not None:
+            c.set(name, A.broadcast_scale(A.as_float(x, q, name), (b, A.shape_of(k_cache)[2])), name)
     if cache_batch_idx is not None:
         c.set("kv_batch_idx", A.as_int32(cache_batch_idx, q, "cache_batch_idx"), "cache_batch_idx")
     if cache_leftpad is not None:

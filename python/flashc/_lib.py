@@ -15,7 +15,7 @@ FC_ERR_OUT_OF_MEMORY = 4
 FC_ERR_NO_DEVICE = 5
 FC_ERR_INTERNAL = 6
 
-FC_BF16, FC_FP16, FC_FP32, FC_INT32 = 0, 1, 2, 3
+FC_BF16, FC_FP16, FC_FP32, FC_INT32, FC_E4M3, FC_E5M2 = 0, 1, 2, 3, 4, 5
 FC_DEVICE_CPU, FC_DEVICE_CUDA = 0, 1
 FC_MAX_DIMS = 4
 
@@ -57,6 +57,7 @@ class FcAttnArgs(ctypes.Structure):
         ("alibi_slopes", FcTensor), ("sinks", FcTensor),
         ("num_splits", ctypes.c_int),
         ("kv_batch_idx", FcTensor), ("kv_leftpad", FcTensor), ("seqused_q", FcTensor),
+        ("k_descale", FcTensor), ("v_descale", FcTensor),
     ]
 
 

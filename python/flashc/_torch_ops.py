@@ -59,15 +59,17 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Opti
                             block_table: Optional[Tensor], softmax_scale: Optional[float], causal: bool,
                             window_left: int, window_right: int, softcap: float, rotary_interleaved: bool,
                             alibi_slopes: Optional[Tensor], num_splits: int, sinks: Optional[Tensor],
-                            cache_batch_idx: Optional[Tensor], cache_leftpad: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+                            cache_batch_idx: Optional[Tensor], cache_leftpad: Optional[Tensor],
+                            k_descale: Optional[Tensor], v_descale: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
     return AT.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                                       cache_leftpad, block_table, softmax_scale, causal, (window_left, window_right),
-                                      softcap, rotary_interleaved, alibi_slopes, num_splits, True, sinks=sinks)
+                                      softcap, rotary_interleaved, alibi_slopes, num_splits, True, sinks=sinks,
+                                      k_descale=k_descale, v_descale=v_descale)
 
 
 @flash_attn_with_kvcache.register_fake
 def _(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, block_table, softmax_scale, causal,
       window_left, window_right, softcap, rotary_interleaved, alibi_slopes, num_splits, sinks, cache_batch_idx,
-      cache_leftpad):
+      cache_leftpad, k_descale, v_descale):
     b, s_q, h, _ = q.shape
     return q.new_empty((b, s_q, h, v_cache.shape[-1])), _lse_like(q, (b, h, s_q))

@@ -4,9 +4,9 @@ its function names, argument order, defaults and return values, forward only.
     from flashc.flash_attn_interface import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache
 
 Accepted and ignored (they tune FA3's kernels or its backward pass): pack_gqa, deterministic, sm_margin,
-scheduler_metadata. Raise NotImplementedError: qv, q_descale / k_descale / v_descale (FP8: not yet),
-attention_chunk != 0, and in flash_attn_with_kvcache cu_seqlens_q, cu_seqlens_k_new,
-rotary_seqlens. num_splits <= 0 lets flashc choose (FA3: its heuristic).
+scheduler_metadata. Raise NotImplementedError: qv, q_descale, k_descale / v_descale outside
+flash_attn_with_kvcache (FP8 prefill: not yet; FP8 caches are supported, on the CPU so far),
+attention_chunk != 0, and in flash_attn_with_kvcache cu_seqlens_q, cu_seqlens_k_new, rotary_seqlens. num_splits <= 0 lets flashc choose (FA3: its heuristic).
 Extras as keywords: out= (write into the caller's array), sinks= (learnable sink logits, (h,)).
 """
 from . import _attention as _A
@@ -63,10 +63,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
     Returns out, or (out, softmax_lse (b, h, s_q)) with return_softmax_lse."""
     _unsupported(qv=qv, cu_seqlens_q=cu_seqlens_q,
                  cu_seqlens_k_new=cu_seqlens_k_new, rotary_seqlens=rotary_seqlens, q_descale=q_descale,
-                 k_descale=k_descale, v_descale=v_descale, attention_chunk=attention_chunk)
+                 attention_chunk=attention_chunk)
     return _A.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                                       cache_leftpad, page_table, softmax_scale, causal, window_size, softcap, rotary_interleaved,
-                                      None, _splits(num_splits), return_softmax_lse, sinks=sinks, out=out)
+                                      None, _splits(num_splits), return_softmax_lse, sinks=sinks, out=out,
+                                      k_descale=k_descale, v_descale=v_descale)
 
 
 def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):

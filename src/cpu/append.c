@@ -13,9 +13,14 @@ void fc_cpu_load_row(const void *base, fc_dtype dt, int64_t off, int n, float *r
         for (int i = 0; i < n; i++) dst[i] = fc_cpu_f16_to_f32(x[i]);
         break;
     }
-    default: memcpy(dst, (const float *)base + off, (size_t)n * sizeof(float)); break;
+    case FC_FP32: memcpy(dst, (const float *)base + off, (size_t)n * sizeof(float)); break;
+    default: /* fp8 */
+        for (int i = 0; i < n; i++) dst[i] = fc_load(base, dt, off + i);
+        break;
     }
 }
+
+float fc_cpu_descale(const float *s, int64_t sb, int64_t sh, int b, int h) { return s ? s[b * sb + h * sh] : 1.0f; }
 
 /* Pairs (x0, x1) = (2m, 2m+1) interleaved, else (m, m + rotary_dim/2); cos/sin = table[pos][m]. */
 void fc_cpu_rotate(const fc_problem *p, float *x, int pos) {
@@ -32,23 +37,41 @@ void fc_cpu_rotate(const fc_problem *p, float *x, int pos) {
     }
 }
 
-static size_t elem_size(fc_dtype dt) { return dt == FC_FP32 ? 4 : 2; }
-
 /* Copy n elements of dtype dt from element src_off of src to element dst_off of dst. */
 static void copy_row(void *dst, int64_t dst_off, const void *src, int64_t src_off, int n, fc_dtype dt) {
-    size_t es = elem_size(dt);
+    size_t es = fc_dtype_size(dt);
     memcpy((char *)dst + (size_t)dst_off * es, (const char *)src + (size_t)src_off * es, (size_t)n * es);
 }
 
-/* One new key row: rotated at pos in fp32 and stored rounded to the dtype, or copied as is. */
-static void append_key(const fc_problem *p, int64_t dst_off, int64_t src_off, int pos, float *row) {
-    if (!p->rotary_cos) {
+/* n new elements (q's dtype) into a cache of kv_dtype: copied as they are, or (fp8 cache) divided by the
+ * descale and quantised (fc_store saturates). */
+static void store_row(const fc_problem *p, void *dst, int64_t dst_off, const float *row, int n, float descale) {
+    if (p->kv_dtype == p->dtype) {
+        for (int c = 0; c < n; c++) fc_store(dst, p->dtype, dst_off + c, row[c]);
+        return;
+    }
+    for (int c = 0; c < n; c++) fc_store(dst, p->kv_dtype, dst_off + c, row[c] / descale);
+}
+
+/* One new key row: rotated at pos in fp32 and stored rounded to the cache's dtype, or copied as is. */
+static void append_key(const fc_problem *p, int64_t dst_off, int64_t src_off, int pos, float descale, float *row) {
+    if (!p->rotary_cos && p->kv_dtype == p->dtype) {
         copy_row(p->k.data, dst_off, p->k_new.data, src_off, p->d, p->dtype);
         return;
     }
     fc_cpu_load_row(p->k_new.data, p->dtype, src_off, p->d, row);
-    fc_cpu_rotate(p, row, pos);
-    for (int c = 0; c < p->d; c++) fc_store(p->k.data, p->dtype, dst_off + c, row[c]);
+    if (p->rotary_cos) fc_cpu_rotate(p, row, pos);
+    store_row(p, p->k.data, dst_off, row, p->d, descale);
+}
+
+/* One new value row: copied, or quantised into an fp8 cache. */
+static void append_value(const fc_problem *p, int64_t dst_off, int64_t src_off, float descale, float *row) {
+    if (p->kv_dtype == p->dtype) {
+        copy_row(p->v.data, dst_off, p->v_new.data, src_off, p->d_v, p->dtype);
+        return;
+    }
+    fc_cpu_load_row(p->v_new.data, p->dtype, src_off, p->d_v, row);
+    store_row(p, p->v.data, dst_off, row, p->d_v, descale);
 }
 
 void fc_cpu_append(const fc_problem *p, float *row) {
@@ -61,8 +84,10 @@ void fc_cpu_append(const fc_problem *p, float *row) {
             for (int h = 0; h < p->h_k; h++) {
                 int64_t kn = (int64_t)b * p->k_new.sb + (int64_t)t * p->k_new.sr + h * p->k_new.sh;
                 int64_t vn = (int64_t)b * p->v_new.sb + (int64_t)t * p->v_new.sr + h * p->v_new.sh;
-                append_key(p, k_row + h * p->k.sh, kn, s.pos0 + j, row);
-                copy_row(p->v.data, v_row + h * p->v.sh, p->v_new.data, vn, p->d_v, p->dtype);
+                append_key(p, k_row + h * p->k.sh, kn, s.pos0 + j,
+                           fc_cpu_descale(p->k_descale, p->k_descale_sb, p->k_descale_sh, b, h), row);
+                append_value(p, v_row + h * p->v.sh, vn,
+                             fc_cpu_descale(p->v_descale, p->v_descale_sb, p->v_descale_sh, b, h), row);
             }
         }
     }

@@ -76,6 +76,8 @@ FC_CPU_INLINE float fc_cpu_f16_to_f32(uint16_t h) {
 
 /* dst[0..n) = elements off .. off+n-1 of a bf16/fp16/fp32 array, as float. */
 void fc_cpu_load_row(const void *base, fc_dtype dt, int64_t off, int n, float *restrict dst);
+/* An fp8 cache's dequantisation scale of (sequence b, KV head h): s[b*sb + h*sh], or 1 (s NULL). */
+float fc_cpu_descale(const float *s, int64_t sb, int64_t sh, int b, int h);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Threads (threads.c).                                                                            */

@@ -122,7 +122,7 @@ static void item_blocks(const fc_cpu_attn *a, const fc_seqlen *s, const tile_row
 static void prefetch_kv_row(const fc_problem *p, const fc_seqlen *s, int b, int hk, int j) {
 #if defined(__GNUC__)
     if (j >= s->s_k) return;
-    size_t es = p->dtype == FC_FP32 ? 4 : 2;
+    size_t es = fc_dtype_size(p->kv_dtype);
     fc_kv_loc loc = fc_kv_locate(p, s, b, j);
     const char *k = (const char *)p->k.data + (size_t)(fc_kv_offset(&p->k, loc) + hk * p->k.sh) * es;
     const char *v = (const char *)p->v.data + (size_t)(fc_kv_offset(&p->v, loc) + hk * p->v.sh) * es;
@@ -136,6 +136,8 @@ static void prefetch_kv_row(const fc_problem *p, const fc_seqlen *s, int b, int 
 static void load_kv_block(const fc_problem *p, const fc_seqlen *s, int b, int hk, int jb, tile_buf *buf) {
     int d = p->d, dv = p->d_v;
     float *restrict rows8 = buf->row;
+    float ks = fc_cpu_descale(p->k_descale, p->k_descale_sb, p->k_descale_sh, b, hk);
+    float vs = fc_cpu_descale(p->v_descale, p->v_descale_sb, p->v_descale_sh, b, hk);
     for (int j8 = 0; j8 < BK; j8 += 8) {
         for (int jj = j8; jj < j8 + 8; jj++) {
             float *restrict kr = rows8 + (jj - j8) * d, *restrict vr = buf->v + (int64_t)jj * dv;
@@ -147,8 +149,12 @@ static void load_kv_block(const fc_problem *p, const fc_seqlen *s, int b, int hk
             prefetch_kv_row(p, s, b, hk, jb + jj + FC_CPU_PREFETCH_ROWS);
             fc_kv_loc loc = fc_kv_locate(p, s, b, jb + jj);
             int64_t k_off = fc_kv_offset(&p->k, loc) + hk * p->k.sh, v_off = fc_kv_offset(&p->v, loc) + hk * p->v.sh;
-            fc_cpu_load_row(p->k.data, p->dtype, k_off, d, kr);
-            fc_cpu_load_row(p->v.data, p->dtype, v_off, dv, vr);
+            fc_cpu_load_row(p->k.data, p->kv_dtype, k_off, d, kr);
+            fc_cpu_load_row(p->v.data, p->kv_dtype, v_off, dv, vr);
+            if (p->k_descale)
+                for (int c = 0; c < d; c++) kr[c] *= ks;
+            if (p->v_descale)
+                for (int c = 0; c < dv; c++) vr[c] *= vs;
         }
         for (int c = 0; c < d; c += 8) transpose8(rows8 + c, d, buf->kt + c * BK + j8, BK);
     }
