@@ -107,7 +107,11 @@
  * q's dtype; the CPU only, so far). A cache element e of sequence b, KV head h stands for
  * e * k_descale[b][h] (v_descale for v): scores use those dequantised keys, P·V those values. An append
  * stores fp8(k_new / k_descale[b][h]) (after rotary), rounded to nearest even and saturated at the
- * format's largest finite value (448 for e4m3, 57344 for e5m2; NaN stays NaN). Head dims d and d_v: each a multiple of 8 from 8 to 256 (CUDA has kernels for 64, 96,
+ * format's largest finite value (448 for e4m3, 57344 for e5m2; NaN stays NaN).
+ * FP8 attention (the CPU only, so far): q, k and v all of one fp8 format, out bf16 or fp16, q_descale
+ * (b, h_k) for the query heads of each KV head; no append. Scores use the dequantised q and k; as in
+ * FlashAttention-3, P is quantised to e4m3 for the P·V product (each p = exp(x - running max), in
+ * [0, 1], rounded to e4m3; the softmax denominator sums the unquantised p). Head dims d and d_v: each a multiple of 8 from 8 to 256 (CUDA has kernels for 64, 96,
  * 128, 192, 256 and d 192 / d_v 128; other dims run on the next kernel up, the extra features zero, as
  * FlashAttention-3 does). Accumulation is fp32.
  *
@@ -162,7 +166,7 @@ extern "C" {
 #endif
 
 #define FLASHC_VERSION_MAJOR 0
-#define FLASHC_VERSION_MINOR 1
+#define FLASHC_VERSION_MINOR 2
 #define FLASHC_VERSION_PATCH 0
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -184,7 +188,7 @@ const char *fc_status_string(fc_status status);
 /* The message of the last failed call on this thread ("" after success). Never NULL. */
 const char *fc_last_error(void);
 
-/* "0.1.0" */
+/* "0.2.0": FLASHC_VERSION_MAJOR.MINOR.PATCH (0.2: fc_attn_args grew at its end, fc_plan, FP8 caches) */
 const char *fc_version(void);
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -293,6 +297,7 @@ typedef struct fc_attn_args {
      * optional (1 when absent); only with an fp8 k / v (see "FP8" above). */
     fc_tensor k_descale;
     fc_tensor v_descale;
+    fc_tensor q_descale;      /* fp8 q: float32 (b, h_k), the scale of the query heads of KV head h */
 } fc_attn_args;
 
 /* Fills *args with the defaults: CPU, all tensors absent, scale 0 (1/sqrt(d)), no softcap, no mask

@@ -38,7 +38,11 @@ const char *fc_status_string(fc_status status) {
     return "unknown status";
 }
 
-const char *fc_version(void) { return "0.1.0"; }
+#define FC_STR2(x) #x
+#define FC_STR(x) FC_STR2(x)
+const char *fc_version(void) {
+    return FC_STR(FLASHC_VERSION_MAJOR) "." FC_STR(FLASHC_VERSION_MINOR) "." FC_STR(FLASHC_VERSION_PATCH);
+}
 
 size_t fc_dtype_size(fc_dtype dtype) {
     switch (dtype) {
@@ -181,16 +185,23 @@ static fc_status check_cuda_present(fc_device dev) {
 static fc_status shape_queries(const fc_attn_args *a, fc_problem *p) {
     const fc_tensor *q = &a->q;
     if (!is_present(q)) return fc_fail(FC_ERR_INVALID_ARGUMENT, "q", "is required but NULL");
-    if (q->dtype == FC_E4M3 || q->dtype == FC_E5M2)
-        return fc_fail(FC_ERR_UNSUPPORTED, "q", "dtype %s: fp8 queries (FP8 prefill) are not supported yet; fp8 k/v "
-                       "caches are", dtype_name(q->dtype));
-    if (q->dtype != FC_BF16 && q->dtype != FC_FP16 && q->dtype != FC_FP32)
-        return fc_fail(FC_ERR_INVALID_ARGUMENT, "q", "dtype %s, expected bf16, fp16 or fp32", dtype_name(q->dtype));
+    int fp8 = q->dtype == FC_E4M3 || q->dtype == FC_E5M2;
+    if (fp8) { /* FP8 attention: out in bf16 or fp16 gives the activations' dtype */
+        if (a->device == FC_DEVICE_CUDA)
+            return fc_fail(FC_ERR_UNSUPPORTED, "q", "dtype %s: fp8 queries run on the CPU only so far", dtype_name(q->dtype));
+        if (a->out.dtype != FC_BF16 && a->out.dtype != FC_FP16)
+            return fc_fail(FC_ERR_INVALID_ARGUMENT, "out", "dtype %s: with fp8 q, out is bf16 or fp16",
+                           dtype_name(a->out.dtype));
+    } else if (q->dtype != FC_BF16 && q->dtype != FC_FP16 && q->dtype != FC_FP32) {
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "q", "dtype %s, expected bf16, fp16, fp32, e4m3 or e5m2",
+                       dtype_name(q->dtype));
+    }
     if (q->dtype == FC_FP32 && a->device == FC_DEVICE_CUDA)
         return fc_fail(FC_ERR_UNSUPPORTED, "q", "fp32 runs on the CPU only; use bf16 or fp16 on CUDA");
-    p->dtype = q->dtype;
+    p->q_dtype = q->dtype;
+    p->dtype = fp8 ? a->out.dtype : q->dtype;
     int varlen = is_present(&a->cu_seqlens_q);
-    TRY(check_data(q, "q", varlen ? 3 : 4, p->dtype, a->device));
+    TRY(check_data(q, "q", varlen ? 3 : 4, p->q_dtype, a->device));
     int hd = varlen ? 1 : 2; /* index of the head dim */
     p->h_q = (int)q->shape[hd];
     p->d = (int)q->shape[hd + 1];
@@ -272,12 +283,16 @@ static fc_status shape_keys(const fc_attn_args *a, fc_problem *p) {
         return fc_fail(FC_ERR_INVALID_ARGUMENT, "cu_seqlens_k", "cannot be combined with page_table; give seqused_k");
     p->kv_layout = paged ? FC_KV_PAGED : varlen ? FC_KV_VARLEN : FC_KV_DENSE;
     int nd = varlen ? 3 : 4;
-    p->kv_dtype = is_present(k) && (k->dtype == FC_E4M3 || k->dtype == FC_E5M2) ? k->dtype : p->dtype;
+    p->kv_dtype = p->q_dtype != p->dtype ? p->q_dtype /* fp8 q: k and v of its format */
+                : is_present(k) && (k->dtype == FC_E4M3 || k->dtype == FC_E5M2) ? k->dtype : p->dtype;
     if (p->kv_dtype != p->dtype && a->device == FC_DEVICE_CUDA)
         return fc_fail(FC_ERR_UNSUPPORTED, "k", "dtype %s: fp8 caches run on the CPU only so far", dtype_name(k->dtype));
     TRY(check_data(k, "k", nd, p->kv_dtype, a->device));
     TRY(check_data(v, "v", nd, p->kv_dtype, a->device));
     TRY(shape_descale(a, p, &a->k_descale, "k_descale", &p->k_descale, &p->k_descale_sb, &p->k_descale_sh));
+    TRY(shape_descale(a, p, &a->q_descale, "q_descale", &p->q_descale, &p->q_descale_sb, &p->q_descale_sh));
+    if (p->q_descale && p->q_dtype == p->dtype)
+        return fc_fail(FC_ERR_INVALID_ARGUMENT, "q_descale", "is only for an fp8 q; q is %s", dtype_name(p->q_dtype));
     TRY(shape_descale(a, p, &a->v_descale, "v_descale", &p->v_descale, &p->v_descale_sb, &p->v_descale_sh));
     for (int i = 0; i < nd - 1; i++) TRY(expect_dim(v, "v", i, k->shape[i], "as k"));
     TRY(expect_dim(k, "k", nd - 1, p->d, "d, as q"));
@@ -356,6 +371,9 @@ static fc_status shape_append(const fc_attn_args *a, fc_problem *p) {
     if (has_k != has_v)
         return fc_fail(FC_ERR_INVALID_ARGUMENT, has_k ? "v_new" : "k_new", "k_new and v_new come together");
     if (!has_k) return FC_OK;
+    if (p->q_dtype != p->dtype)
+        return fc_fail(FC_ERR_UNSUPPORTED, "k_new", "appending with fp8 queries is not supported (append with bf16 / "
+                       "fp16 queries into an fp8 cache)");
     if (p->kv_layout == FC_KV_VARLEN)
         return fc_fail(FC_ERR_INVALID_ARGUMENT, "k_new", "append needs a dense or paged cache, not varlen k");
     if (!p->seqused_k)
@@ -569,13 +587,13 @@ static int views_disjoint(const fc_tensor *a, const fc_tensor *b) {
 const char *const fc_attn_tensor_names[FC_ATTN_TENSORS] = {
     "q", "k", "v", "out", "lse", "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "page_table", "k_new", "v_new",
     "rotary_cos", "rotary_sin", "alibi_slopes", "sinks", "kv_batch_idx", "kv_leftpad", "seqused_q", "k_descale",
-    "v_descale"};
+    "v_descale", "q_descale"};
 
 const fc_tensor *fc_attn_tensor(const fc_attn_args *a, int i) {
     const fc_tensor *t[FC_ATTN_TENSORS] = {&a->q, &a->k, &a->v, &a->out, &a->lse, &a->cu_seqlens_q, &a->cu_seqlens_k,
                                            &a->seqused_k, &a->page_table, &a->k_new, &a->v_new, &a->rotary_cos,
                                            &a->rotary_sin, &a->alibi_slopes, &a->sinks, &a->kv_batch_idx, &a->kv_leftpad,
-                                           &a->seqused_q, &a->k_descale, &a->v_descale};
+                                           &a->seqused_q, &a->k_descale, &a->v_descale, &a->q_descale};
     return t[i];
 }
 

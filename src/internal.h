@@ -35,10 +35,11 @@ typedef struct fc_view {
 
 typedef struct fc_problem {
     fc_device device;
-    fc_dtype dtype;            /* of q, out, k_new, v_new, and of k, v unless they are fp8 */
+    fc_dtype dtype;            /* of out, k_new, v_new, and of q, k, v unless they are fp8 */
+    fc_dtype q_dtype;          /* of q: dtype, or FC_E4M3 / FC_E5M2 (FP8 attention: k and v then too) */
     fc_dtype kv_dtype;         /* of k and v: dtype, or FC_E4M3 / FC_E5M2 */
-    const float *k_descale, *v_descale; /* fp8 k/v, optional: element (b, h) at [b*sb + h*sh] */
-    int64_t k_descale_sb, k_descale_sh, v_descale_sb, v_descale_sh;
+    const float *k_descale, *v_descale, *q_descale; /* fp8, optional: element (b, h_k) at [b*sb + h*sh] */
+    int64_t k_descale_sb, k_descale_sh, v_descale_sb, v_descale_sh, q_descale_sb, q_descale_sh;
     int batch, h_q, h_k, d, d_v;
 
     /* Queries and outputs: dense when cu_seqlens_q == NULL. */
@@ -118,7 +119,7 @@ fc_status fc_fail_capacity(fc_kv_layout layout, int b, int64_t used, int64_t s_n
 /* ---------------------------------------------------------------------------------------------- */
 /* api.c's pieces that fc_plan (plan_run.c) reuses.                                                 */
 
-#define FC_ATTN_TENSORS 20
+#define FC_ATTN_TENSORS 21
 extern const char *const fc_attn_tensor_names[FC_ATTN_TENSORS];
 const fc_tensor *fc_attn_tensor(const fc_attn_args *a, int i); /* i-th tensor of a, in declaration order */
 /* Validates args into p (on the CPU the contents of the index tensors too), as fc_attn_fwd does. */

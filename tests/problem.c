@@ -44,6 +44,7 @@ void describe(const cfg *c, char *s, size_t n) {
     if (c->s_new) ADD(" new%d", c->s_new);
     if (c->rot_dim) ADD(" rot%d%s%s", c->rot_dim, c->rot_inter ? "i" : "h", c->rot_f32 ? "f32" : "");
     if (c->fp8) ADD(" kv-%s", tu_dtype_name(cfg_kv_dtype(c)));
+    if (c->fp8_q) ADD(" q-fp8");
     if (c->descale) ADD(" descale%d", c->descale);
     if (c->threads) ADD(" threads%d", c->threads);
     ADD(" splits");
@@ -285,18 +286,18 @@ static void build_q_out(prob *P) {
         if (P->o->max_seqlen) a->max_seqlen_q = mx > 0 ? mx : 1; /* 0 means "not given" (CUDA: an error); 1 bounds 0 */
         int64_t qs[3] = {P->total_q, c->h_q, c->d}, os[3] = {P->total_q, c->h_q, c->d_v};
         int64_t ls[2] = {c->h_q, P->total_q};
-        a->q = new_tensor(P, c->dt, 3, qs, pad, &q);
+        a->q = new_tensor(P, cfg_q_dtype(c), 3, qs, pad, &q);
         a->out = new_tensor(P, c->dt, 3, os, pad, &P->out);
         if (c->lse) a->lse = new_tensor(P, FC_FP32, 2, ls, lpad, &P->lse);
     } else {
         int64_t qs[4] = {c->b, c->s_q, c->h_q, c->d}, os[4] = {c->b, c->s_q, c->h_q, c->d_v};
         int64_t ls[3] = {c->b, c->h_q, c->s_q};
-        if (c->layout != LAYOUT_PACKED) a->q = new_tensor(P, c->dt, 4, qs, pad, &q);
+        if (c->layout != LAYOUT_PACKED) a->q = new_tensor(P, cfg_q_dtype(c), 4, qs, pad, &q);
         a->out = new_tensor(P, c->dt, 4, os, pad, &P->out);
         if (c->lse) a->lse = new_tensor(P, FC_FP32, 3, ls, lpad, &P->lse);
     }
     if (c->layout != LAYOUT_PACKED) {
-        if (pad) tu_poison(a->q.data, c->dt, q.n);
+        if (pad) tu_poison(a->q.data, cfg_q_dtype(c), q.n);
         fill_view(P, &a->q, 1, 0);
     }
 }
@@ -396,8 +397,8 @@ static void build_kv(prob *P) {
         fill_cache_rows(P, &a->v, c->d_v);
     }
     if (c->fp8 && c->descale) { /* dequantisation scales in [1/4, 2]; or one value through zero strides */
-        fc_tensor *ds[2] = {&a->k_descale, &a->v_descale};
-        for (int w = 0; w < 2; w++) {
+        fc_tensor *ds[3] = {&a->k_descale, &a->v_descale, &a->q_descale};
+        for (int w = 0; w < 2 + c->fp8_q; w++) {
             int64_t shape[2] = {c->b, c->h_k};
             *ds[w] = new_tensor(P, FC_FP32, 2, shape, 0, NULL);
             for (int64_t i = 0; i < c->b * c->h_k; i++) ((float *)ds[w]->data)[i] = (float)(0.25 + 1.75 * tu_uniform(&P->rng));

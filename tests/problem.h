@@ -25,11 +25,13 @@ typedef struct cfg {
     int nsplits, splits[MAX_SPLITS];
     int threads;    /* > 0: fc_set_num_threads for this case (test_cpu) */
     int fp8;        /* k/v cache: 0 the dtype of q, 1 e4m3, 2 e5m2 */
+    int fp8_q;      /* 1: q too in the cache's fp8 format (FP8 attention; out in dt) */
     int descale;    /* fp8: 0 none, 1 k/v_descale (b, h_k), 2 one value broadcast (zero strides) */
 } cfg;
 
 /* The dtype of the case's k and v. */
 static inline fc_dtype cfg_kv_dtype(const cfg *c) { return c->fp8 == 1 ? FC_E4M3 : c->fp8 == 2 ? FC_E5M2 : c->dt; }
+static inline fc_dtype cfg_q_dtype(const cfg *c) { return c->fp8_q ? cfg_kv_dtype(c) : c->dt; }
 
 /* How a program builds its cases: what the CPU backend's tests and the CUDA backend's differ in. */
 typedef struct prob_opts {

@@ -286,8 +286,10 @@ static void attend_row(const ref_ctx *c, int b, int h, const ref_seq *s, int64_t
     const fc_tensor *q = &a->q;
     int64_t qo = a->cu_seqlens_q.data ? (s->q_row0 + r) * q->stride[0] + h * q->stride[1]
                                       : b * q->stride[0] + r * q->stride[1] + h * q->stride[2];
-    for (int i = 0; i < c->d; i++) qv[i] = elem(q, qo + i);
+    double qds = descale_of(&a->q_descale, b, h / (c->h_q / c->h_k)); /* fp8 q: dequantised */
+    for (int i = 0; i < c->d; i++) qv[i] = elem(q, qo + i) * qds;
     int64_t off = s->s_k - s->s_q;
+    int fp8_p = is_fp8(q->dtype) && c->lowp; /* FP8 attention: P quantised to e4m3 for P·V */
     if (c->rot_half) {
         rotate(c, qv, s->pad + off + r);
         if (c->lowp)
@@ -321,7 +323,8 @@ static void attend_row(const ref_ctx *c, int b, int h, const ref_seq *s, int64_t
     *lse = mx + log(sum);
     for (int64_t j = lo; j < hi; j++) {
         double p = exp(sc[j] - *lse);
-        if (c->lowp) p = tu_round(q->dtype, p);
+        if (fp8_p) p = tu_round(FC_E4M3, exp(sc[j] - mx)) / sum; /* as the kernels: p relative to the max */
+        else if (c->lowp) p = tu_round(q->dtype, p);
         if (j < kv->s_cache) {
             const float *v = kv->vc + j * c->d_v;
             for (int i = 0; i < c->d_v; i++) o[i] += p * v[i];

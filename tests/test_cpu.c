@@ -35,13 +35,16 @@ static cmp compare(const prob *P, const refs *R, double *got) {
                 }
                 if (!c->lse) continue;
                 /* lse against the reference with the kernels' rounding of rotated q and k_new and
-                 * float q·k (the same as lse64 up to those): an fp32 logsumexp of those scores */
+                 * float q·k (the same as lse64 up to those): an fp32 logsumexp of those scores. Where
+                 * that reference itself moves from lse64 (rotated features rounded to bf16 / fp16, fp8
+                 * P), a rotation in fp32 (the library, FMA or not) and one in float64 (the reference)
+                 * may round a feature one unit apart: up to twice that move is allowed too. */
                 double l = ((const float *)P->a.lse.data)[lse_off(P, b, r, h)], ll = R->lse_low[row];
                 if (l64 == -INFINITY) {
                     if (l != -INFINITY) m.lse_bad++;
                 } else {
-                    double e = fabs(l - ll) / (1 + fabs(ll));
-                    if (!(e <= 1e-4)) m.lse_bad++;
+                    double e = fabs(l - ll) / (1 + fabs(ll)), moved = fabs(ll - l64) / (1 + fabs(l64));
+                    if (!(e <= 1e-4 + 2 * moved)) m.lse_bad++;
                     if (!(e <= m.lse_err)) m.lse_err = e;
                 }
             }
@@ -215,6 +218,21 @@ static void sweep_fp8(group *g) {
             }
             c.splits[0] = i % 3 ? 0 : 3;
             if (k == 5) c.d = 128, c.d_v = 64;
+            run_case(g, &c);
+        }
+    /* FP8 attention: q, k, v of one fp8 format, out bf16 / fp16, P quantised to e4m3 (no append) */
+    for (int f = 1; f <= 2; f++)
+        for (int k = 0; k < 8; k++, i++) {
+            cfg c = cfg_base();
+            c.dt = DTYPES[i % 2];
+            c.fp8 = f, c.fp8_q = 1, c.descale = k % 3;
+            set_heads(&c, i);
+            c.causal = k % 2;
+            c.s_q = k % 4 == 0 ? 1 : 60 + 7 * k;
+            c.s_k = 100 + 29 * k;
+            if (k % 4 == 2) c.kv = KV_VARLEN, c.q_varlen = 1;
+            if (k % 4 == 3) c.kv = KV_PAGED, c.page_size = 16, c.seqused = 1;
+            c.splits[0] = i % 3 ? 0 : 2;
             run_case(g, &c);
         }
 }

@@ -960,7 +960,7 @@ def check_fa3_interface():
                                        return_softmax_lse=True)
     bad += [] if np.array_equal(o, w[0]) and np.array_equal(l, w[1]) else ["kvcache page_table"]
     return combine((not bad, "differ: %s" % bad if bad else "func, varlen, kvcache equal"),
-                   raises(NotImplementedError, "q_descale", fa3.flash_attn_func, q, k, v, q_descale=np.ones(1)))
+                   raises(FlashcError, "q_descale", fa3.flash_attn_func, q, k, v, q_descale=np.ones(1)))  # fp16 q
 
 
 @check("FA4's interface (flashc.cute): (out, lse) tuples, None windows, learnable_sink, dense q over a paged cache")
@@ -1372,7 +1372,7 @@ def torch_checks(torch, device):
         cu2 = lambda n: torch.tensor([0, n], dtype=torch.int32, device=device)  # noqa: E731
         ops = torch.ops.flashc
         cases = [
-            (ops.flash_attn_func, (q, k, v, None, True, -1, -1, 0.0, None, None, 0)),
+            (ops.flash_attn_func, (q, k, v, None, True, -1, -1, 0.0, None, None, 0, None, None, None)),
             (ops.flash_attn_varlen_func, (q[0], k[0], v[0], cu2(2), cu2(5), 2, 5, 0.5, False, 3, 0, 0.0, None, None,
                                           None, None, 0, None)),
             (ops.flash_attn_with_kvcache, (q[:, :1], kc, vc, kn, vn, None, None, lens, None, None, True, -1, -1,
@@ -1503,7 +1503,27 @@ def torch_checks(torch, device):
         err = (got.float() - want).abs().max().item()
         return err < 2e-2, "e4m3 cache vs its dequantised fp32 copy: max err %.2e (bf16 out)" % err
 
+    def fp8_attention():
+        """FP8 attention (q, k, v e4m3 with descales, bf16 out) against the dequantised fp32 call: within the
+        error of P in e4m3 (on the CPU; CUDA: FlashcError naming q)."""
+        rng = np.random.default_rng(107)
+        b, s, h, hk, d = 2, 70, 4, 2, 64
+        f8 = lambda *sh: torch.from_numpy(rng.standard_normal(sh).astype(np.float32)).to(torch.float8_e4m3fn).to(device)  # noqa: E731
+        q, k, v = f8(b, s, h, d), f8(b, s, hk, d), f8(b, s, hk, d)
+        qs, ks, vs = (tt(0.5 + rng.random((b, hk)), torch.float32) for _ in range(3))
+        if device == "cuda":
+            return raises(FlashcError, "q", flashc.flash_attn_func, q, k, v, causal=True, q_descale=qs)
+        from flashc import flash_attn_interface as fa3
+        got = fa3.flash_attn_func(q, k, v, causal=True, q_descale=qs, k_descale=ks, v_descale=vs)
+        deq = lambda x, sc: x.float() * sc.repeat_interleave(1, 1)[:, None, :, None]  # noqa: E731
+        qd = q.float() * qs.repeat_interleave(h // hk, dim=1)[:, None, :, None]
+        want = flashc.flash_attn_func(qd, deq(k, ks), deq(v, vs), causal=True)
+        err = (got.float() - want).abs().max().item()
+        return combine((got.dtype == torch.bfloat16, "bf16 out"),
+                       (err < 0.1, "against the dequantised fp32 call: max err %.3g (P in e4m3)" % err))
+
     add("%s float8_e4m3fn cache with k_descale / v_descale" % tag, fp8_cache)
+    add("%s float8_e4m3fn attention with q/k/v descales (FA3's flash_attn_func)" % tag, fp8_attention)
     add("%s torch.compile(fullgraph=True) of the three functions" % tag, compiled)
     add("%s torch.library.opcheck of the custom ops" % tag, opcheck)
     if device == "cuda":

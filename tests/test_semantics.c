@@ -263,6 +263,46 @@ static void huge_windows(void) {
     }
 }
 
+/* FP8 attention quantises P to e4m3 for P·V (flashc.h, "FP8"): one query row over 64 e4m3 keys (one key
+ * block), fp16 out. The output must match the emulation with P rounded to e4m3 (relative to the row max,
+ * the sum unquantised) far better than the one without: the quantisation is there, and where. */
+static void fp8_p_quantised(void) {
+    enum { S = 64, D = 64 };
+    uint8_t q[D], k[S * D], v[S * D];
+    uint16_t out[D];
+    uint64_t rng = 321;
+    for (int i = 0; i < D; i++) tu_store(q, FC_E4M3, i, 2.0 * tu_normal(&rng));
+    for (int i = 0; i < S * D; i++) tu_store(k, FC_E4M3, i, tu_normal(&rng)), tu_store(v, FC_E4M3, i, tu_normal(&rng));
+    fc_attn_args a;
+    fc_attn_args_init(&a);
+    a.q = fc_tensor_4d(q, FC_E4M3, 1, 1, 1, D);
+    a.k = fc_tensor_4d(k, FC_E4M3, 1, S, 1, D);
+    a.v = fc_tensor_4d(v, FC_E4M3, 1, S, 1, D);
+    a.out = fc_tensor_4d(out, FC_FP16, 1, 1, 1, D);
+    a.num_splits = 1;
+    fc_status st = fc_attn_fwd(&a, NULL, 0, NULL);
+    double x[S], mx = -INFINITY, sum = 0, err_q = 0, err_exact = 0;
+    for (int j = 0; j < S; j++) {
+        x[j] = 0;
+        for (int i = 0; i < D; i++) x[j] += tu_load(q, FC_E4M3, i) * tu_load(k, FC_E4M3, j * D + i);
+        x[j] /= 8.0; /* 1 / sqrt(64) */
+        mx = fmax(mx, x[j]);
+    }
+    for (int j = 0; j < S; j++) sum += exp(x[j] - mx);
+    for (int i = 0; i < D; i++) {
+        double oq = 0, oe = 0;
+        for (int j = 0; j < S; j++) {
+            oq += tu_round(FC_E4M3, exp(x[j] - mx)) * tu_load(v, FC_E4M3, j * D + i);
+            oe += exp(x[j] - mx) * tu_load(v, FC_E4M3, j * D + i);
+        }
+        double got = tu_load(out, FC_FP16, i);
+        err_q = fmax(err_q, fabs(got - oq / sum));
+        err_exact = fmax(err_exact, fabs(got - oe / sum));
+    }
+    tu_check(st == FC_OK && err_q * 4 < err_exact, "fp8 attention: %s (%s); out vs P-in-e4m3 emulation %.3g, vs exact P "
+             "%.3g (the first must be far smaller)", fc_status_string(st), fc_last_error(), err_q, err_exact);
+}
+
 /* A tiny softcap: every score is +-softcap, so out is the plain mean of the visible values. With
  * scale / softcap = 3e38 (softcap 3e-40, a subnormal) q times that factor overflows: the backend must
  * scale the dot product instead (the CI fuzzer found a NaN lse here). */
@@ -384,6 +424,7 @@ int main(void) {
     nan_sinks_and_merge();
     printf("NaN/Inf inputs: %.1fs\n", now_s() - t0);
     huge_windows();
+    fp8_p_quantised();
     tiny_softcap(1.25e29);
     tiny_softcap(3e38);
     t0 = now_s();

@@ -640,7 +640,12 @@ static void head_dims_and_dtypes(void) {
     FWD_DT(FX_DENSE, FC_FP32, INV, "out", 0, a->out.dtype = FC_BF16);
     FWD(FX_DENSE, INV_OR_UNSUP, "q", a->q.dtype = a->k.dtype = a->v.dtype = a->out.dtype = FC_INT32);
     FWD(FX_DENSE, INV, "q", a->q.dtype = (fc_dtype)17);
-    FWD(FX_DENSE, INV_OR_UNSUP, "q", a->q.dtype = a->k.dtype = a->v.dtype = FC_E4M3; a->out.dtype = FC_BF16);
+    FWD(FX_DENSE, INV, "out", a->q.dtype = a->k.dtype = a->v.dtype = a->out.dtype = FC_E4M3); /* fp8 q: out bf16/fp16 */
+    FWD(FX_DENSE, INV, "k", a->q.dtype = FC_E4M3);                        /* fp8 q: k and v of its format */
+    FWD(FX_DENSE, INV, "k", a->q.dtype = FC_E4M3; a->k.dtype = a->v.dtype = FC_E5M2);
+    FWD(FX_DENSE_APPEND, INV_OR_UNSUP, "k_new", a->q.dtype = a->k.dtype = a->v.dtype = FC_E4M3);
+    FWD(FX_DENSE, INV, "q_descale", a->k.dtype = a->v.dtype = FC_E4M3;
+        a->q_descale = fx_tensor(f, FC_FP32, 2, 2, 2, 0, 0));              /* bf16 q */
     FWD(FX_DENSE, INV, "v", a->k.dtype = FC_E4M3);                       /* an fp8 k needs an fp8 v */
     FWD(FX_DENSE, INV, "v", a->k.dtype = FC_E4M3; a->v.dtype = FC_E5M2); /* of the same format */
     FWD(FX_DENSE, INV, "k_descale", a->k_descale = fx_tensor(f, FC_FP32, 2, 2, 2, 0, 0)); /* bf16 k */
@@ -964,7 +969,9 @@ static void statuses_and_basics(void) {
     }
     const char *u = fc_status_string((fc_status)42);
     tu_check(u && *u, "fc_status_string(42) is NULL or empty");
-    tu_check(strcmp(fc_version(), "0.1.0") == 0, "fc_version() = \"%s\"", fc_version());
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", FLASHC_VERSION_MAJOR, FLASHC_VERSION_MINOR, FLASHC_VERSION_PATCH);
+    tu_check(strcmp(fc_version(), want) == 0, "fc_version() = \"%s\", header says %s", fc_version(), want);
     tu_check(fc_dtype_size(FC_BF16) == 2 && fc_dtype_size(FC_FP16) == 2 && fc_dtype_size(FC_FP32) == 4 &&
                  fc_dtype_size(FC_INT32) == 4 && fc_dtype_size((fc_dtype)9) == 0,
              "fc_dtype_size");

@@ -81,16 +81,25 @@ def _softmax_scale(softmax_scale):
 def _outputs(c, q, out_shape, lse_shape, want_lse, out=None):
     """Sets out (the caller's, or allocated in q's library, device and dtype) and, when wanted, a newly
     allocated float32 lse."""
+    want = "bfloat16" if A.dtype_name(q).startswith("float8") else A.dtype_name(q)  # fp8 q: bf16 out, as FA3
     if out is None:
-        out = A.empty_like(q, out_shape)
+        out = A.empty_like(q, out_shape, want)
     else:
         out = A.as_inplace(A.check_array(out, "out"), "out")
-        if A.shape_of(out) != tuple(out_shape) or A.dtype_name(out) != A.dtype_name(q):
-            fail("out: shape %s, dtype %s; expected %s, %s (q's dtype)" % (A.shape_of(out), A.dtype_name(out),
-                                                                          tuple(out_shape), A.dtype_name(q)))
+        ok_dtypes = (want, "float16") if want != A.dtype_name(q) else (want,)
+        if A.shape_of(out) != tuple(out_shape) or A.dtype_name(out) not in ok_dtypes:
+            fail("out: shape %s, dtype %s; expected %s, %s" % (A.shape_of(out), A.dtype_name(out), tuple(out_shape),
+                                                              " or ".join(ok_dtypes)))
     lse = A.empty_like(q, lse_shape, "float32") if want_lse else None
     c.set_many(out=out, lse=lse)
     return out, lse
+
+
+def _descales(c, q, b, h_k, **scales):
+    """q_descale / k_descale / v_descale (fp8 inputs): float32 (b, h_k), or one value broadcast."""
+    for name, x in scales.items():
+        if x is not None:
+            c.set(name, A.broadcast_scale(A.as_float(x, q, name), (b, h_k)), name)
 
 
 def _fast(scalars, tensors, out, build, args, slots, result):
@@ -123,7 +132,7 @@ _RET_OUT_LSE = (_ret_out_lse(False), _ret_out_lse(True))                  # flas
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                     softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *,
-                    sinks=None, num_splits=0, out=None):
+                    sinks=None, num_splits=0, out=None, q_descale=None, k_descale=None, v_descale=None):
     """Attention over dense batches, as flash_attn.flash_attn_func (forward only).
 
     q (b, s_q, h, d), k (b, s_k, h_k, d), v (b, s_k, h_k, d_v); numpy arrays, torch CPU or CUDA tensors.
@@ -132,25 +141,28 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     Differences from flash_attn: dropout_p must be 0 (ValueError otherwise); deterministic is ignored
     (the forward is deterministic); no autograd; softmax_scale=0 raises (pass None for 1/sqrt(d)).
     Extras: sinks (h,) float32 sink logits; num_splits (0 = chosen by flashc, at most 128) splits the
-    key range; out= writes into the caller's array. Inputs the C API cannot read as they are (last dim not contiguous, byte-swapped, not
+    key range; out= writes into the caller's array; FP8 (CPU so far): q, k, v float8_e4m3fn (or e5m2) with
+    q_descale / k_descale / v_descale float32 (b, h_k) or one value, out bfloat16 (flashc.h, "FP8"). Inputs the C API cannot read as they are (last dim not contiguous, byte-swapped, not
     aligned) are copied. Scalars that a C int or a float32 cannot hold raise FlashcError naming them.
     """
     _no_dropout(dropout_p)
     if compiling():
         o, lse = _traced("flash_attn_func", out, q, k, v, softmax_scale, bool(causal), *_window(window_size),
-                         float(softcap or 0.0), alibi_slopes, sinks, int(num_splits or 0))
+                         float(softcap or 0.0), alibi_slopes, sinks, int(num_splits or 0), q_descale, k_descale,
+                         v_descale)
         return (o, lse, None) if return_attn_probs else o
     scalars = ("func", softmax_scale, causal, window_size, softcap, num_splits, bool(return_attn_probs))
-    return _fast(scalars, (q, k, v, alibi_slopes, sinks), out, _func_call,
+    return _fast(scalars, (q, k, v, alibi_slopes, sinks, q_descale, k_descale, v_descale), out, _func_call,
                  (q, k, v, softmax_scale, causal, window_size, softcap, alibi_slopes, return_attn_probs, sinks,
-                  num_splits, out), _FUNC_SLOTS, _RET_OUT_LSE_NONE[bool(return_attn_probs)])
+                  num_splits, out, q_descale, k_descale, v_descale), _FUNC_SLOTS,
+                 _RET_OUT_LSE_NONE[bool(return_attn_probs)])
 
 
-_FUNC_SLOTS = ("q", "k", "v", "alibi_slopes", "sinks")
+_FUNC_SLOTS = ("q", "k", "v", "alibi_slopes", "sinks", "q_descale", "k_descale", "v_descale")
 
 
 def _func_call(q, k, v, softmax_scale, causal, window_size, softcap, alibi_slopes, return_attn_probs, sinks,
-               num_splits, out):
+               num_splits, out, q_descale=None, k_descale=None, v_descale=None):
     q = A.as_data(q, "q")
     k, v = A.as_data(k, "k"), A.as_data(v, "v")
     A.need_ndim(q, (4,), "q")
@@ -158,6 +170,7 @@ def _func_call(q, k, v, softmax_scale, causal, window_size, softcap, alibi_slope
     b, s_q, h, _ = A.shape_of(q)
     c = attn_call(q)
     c.set_many(q=q, k=k, v=v)
+    _descales(c, q, b, A.shape_of(k)[2], q_descale=q_descale, k_descale=k_descale, v_descale=v_descale)
     out, lse = _outputs(c, q, (b, s_q, h, A.shape_of(v)[-1]), (b, h, s_q), return_attn_probs, out)
     _scores(c, q, softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, num_splits)
     return c, out, lse
@@ -340,9 +353,7 @@ def _kvcache_call(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqle
     table = None if block_table is None else A.as_int32(block_table, q, "block_table")
     c.set("page_table", table, "block_table")
     c.set("seqused_k", _cache_seqlens(q, cache_seqlens, table, k_cache), "cache_seqlens")
-    for name, x in (("k_descale", k_descale), ("v_descale", v_descale)):  # fp8 caches: (b, h_k), or one value
-        if x is not None:
-            c.set(name, A.broadcast_scale(A.as_float(x, q, name), (b, A.shape_of(k_cache)[2])), name)
+    _descales(c, q, b, A.shape_of(k_cache)[2], k_descale=k_descale, v_descale=v_descale)  # fp8 caches
     if cache_batch_idx is not None:
         c.set("kv_batch_idx", A.as_int32(cache_batch_idx, q, "cache_batch_idx"), "cache_batch_idx")
     if cache_leftpad is not None:

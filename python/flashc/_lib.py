@@ -57,7 +57,7 @@ class FcAttnArgs(ctypes.Structure):
         ("alibi_slopes", FcTensor), ("sinks", FcTensor),
         ("num_splits", ctypes.c_int),
         ("kv_batch_idx", FcTensor), ("kv_leftpad", FcTensor), ("seqused_q", FcTensor),
-        ("k_descale", FcTensor), ("v_descale", FcTensor),
+        ("k_descale", FcTensor), ("v_descale", FcTensor), ("q_descale", FcTensor),
     ]
 
 

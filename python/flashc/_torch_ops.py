@@ -21,16 +21,20 @@ def _lse_like(q, shape):
 @torch.library.custom_op("flashc::flash_attn_func", mutates_args=())
 def flash_attn_func(q: Tensor, k: Tensor, v: Tensor, softmax_scale: Optional[float], causal: bool, window_left: int,
                     window_right: int, softcap: float, alibi_slopes: Optional[Tensor], sinks: Optional[Tensor],
-                    num_splits: int) -> Tuple[Tensor, Tensor]:
+                    num_splits: int, q_descale: Optional[Tensor], k_descale: Optional[Tensor],
+                    v_descale: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
     out, lse, _ = AT.flash_attn_func(q, k, v, 0.0, softmax_scale, causal, (window_left, window_right), softcap,
-                                     alibi_slopes, False, True, sinks=sinks, num_splits=num_splits)
+                                     alibi_slopes, False, True, sinks=sinks, num_splits=num_splits, q_descale=q_descale,
+                                     k_descale=k_descale, v_descale=v_descale)
     return out, lse
 
 
 @flash_attn_func.register_fake
-def _(q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, sinks, num_splits):
+def _(q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, sinks, num_splits, q_descale,
+      k_descale, v_descale):
     b, s_q, h, _ = q.shape
-    return q.new_empty((b, s_q, h, v.shape[-1])), _lse_like(q, (b, h, s_q))
+    dt = torch.bfloat16 if q.dtype in (torch.float8_e4m3fn, torch.float8_e5m2) else q.dtype  # fp8: bf16 out
+    return q.new_empty((b, s_q, h, v.shape[-1]), dtype=dt), _lse_like(q, (b, h, s_q))
 
 
 @torch.library.custom_op("flashc::flash_attn_varlen_func", mutates_args=())

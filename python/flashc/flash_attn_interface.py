@@ -4,8 +4,8 @@ its function names, argument order, defaults and return values, forward only.
     from flashc.flash_attn_interface import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache
 
 Accepted and ignored (they tune FA3's kernels or its backward pass): pack_gqa, deterministic, sm_margin,
-scheduler_metadata. Raise NotImplementedError: qv, q_descale, k_descale / v_descale outside
-flash_attn_with_kvcache (FP8 prefill: not yet; FP8 caches are supported, on the CPU so far),
+scheduler_metadata. FP8 (q/k/v descales; fp8 q in flash_attn_func): on the CPU so far. Raise
+NotImplementedError: qv, the descales of flash_attn_varlen_func and q_descale of flash_attn_with_kvcache,
 attention_chunk != 0, and in flash_attn_with_kvcache cu_seqlens_q, cu_seqlens_k_new, rotary_seqlens. num_splits <= 0 lets flashc choose (FA3: its heuristic).
 Extras as keywords: out= (write into the caller's array), sinks= (learnable sink logits, (h,)).
 """
@@ -29,9 +29,10 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descal
                     sinks=None):
     """FA3's flash_attn_func: q (b, s_q, h, d), k/v (b, s_k, h_k, d / d_v). Returns out, or (out,
     softmax_lse (b, h, s_q) float32) with return_attn_probs."""
-    _unsupported(qv=qv, q_descale=q_descale, k_descale=k_descale, v_descale=v_descale, attention_chunk=attention_chunk)
+    _unsupported(qv=qv, attention_chunk=attention_chunk)
     r = _A.flash_attn_func(q, k, v, 0.0, softmax_scale, causal, window_size, softcap, None, False,
-                           return_attn_probs, sinks=sinks, num_splits=_splits(num_splits), out=out)
+                           return_attn_probs, sinks=sinks, num_splits=_splits(num_splits), out=out,
+                           q_descale=q_descale, k_descale=k_descale, v_descale=v_descale)
     return r[:2] if return_attn_probs else r
 
 

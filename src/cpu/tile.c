@@ -95,7 +95,11 @@ static void load_queries(const fc_cpu_attn *a, const fc_cpu_tile *t, const fc_se
     for (int i = 0; i < rw->n; i++) {
         float *restrict x = q + (int64_t)i * d;
         int64_t off = fc_q_row_offset(&p->q, s, t->b, rw->r[i]) + rw->hq[i] * p->q.sh;
-        fc_cpu_load_row(p->q.data, p->dtype, off, d, x);
+        fc_cpu_load_row(p->q.data, p->q_dtype, off, d, x);
+        if (p->q_descale) {
+            float qs = fc_cpu_descale(p->q_descale, p->q_descale_sb, p->q_descale_sh, t->b, t->hk);
+            for (int c = 0; c < d; c++) x[c] *= qs;
+        }
         if (p->rotary_cos) {
             fc_cpu_rotate(p, x, s->pos0 + s->s_k - s->s_q + rw->r[i]);
             for (int c = 0; c < p->rotary_dim; c++) x[c] = fc_round_to(p->dtype, x[c]);
@@ -383,6 +387,8 @@ void FC_CPU_ISA_NAME(fc_cpu_run_item)(const fc_cpu_attn *a, const fc_cpu_tile *t
             float *x = buf.s + i * BK;
             modify_scores(p, x, jb, rw.r[i] + off, rw.lo[i], rw.hi[i], rw.slope[i], masked);
             rw.alpha[i] = softmax_row(x, &rw.m[i], &rw.l[i], &rw.lc[i]);
+            if (p->q_dtype != p->dtype) /* FP8 attention: P in e4m3 for P·V (the sum above is unquantised) */
+                for (int j = 0; j < BK; j++) x[j] = fc_round_to(FC_E4M3, x[j]);
         }
         if (masked && !block_finite(buf.v, BK * p->d_v)) pv_block_visible(buf.s, buf.v, p->d_v, &rw, jb, buf.o);
         else pv_block(buf.s, buf.v, p->d_v, rw.alpha, buf.o, rw.n);
