@@ -103,7 +103,8 @@
  * context parallelism needs).
  *
  * Dtypes: q, k, v, out, k_new, v_new share one dtype: FC_BF16 or FC_FP16 on every backend, FC_FP32 on
- * the CPU only. FP8 caches: k and v may instead both be FC_E4M3 or FC_E5M2 (q, out, k_new, v_new keep
+ * the CPU only.
+ * FP8 caches: k and v may instead both be FC_E4M3 or FC_E5M2 (q, out, k_new, v_new keep
  * q's dtype; the CPU only, so far). A cache element e of sequence b, KV head h stands for
  * e * k_descale[b][h] (v_descale for v): scores use those dequantised keys, P·V those values. An append
  * stores fp8(k_new / k_descale[b][h]) (after rotary), rounded to nearest even and saturated at the
@@ -111,8 +112,9 @@
  * FP8 attention (the CPU only, so far): q, k and v all of one fp8 format, out bf16 or fp16, q_descale
  * (b, h_k) for the query heads of each KV head; no append. Scores use the dequantised q and k; as in
  * FlashAttention-3, P is quantised to e4m3 for the P·V product (each p = exp(x - running max), in
- * [0, 1], rounded to e4m3; the softmax denominator sums the unquantised p). Head dims d and d_v: each a multiple of 8 from 8 to 256 (CUDA has kernels for 64, 96,
- * 128, 192, 256 and d 192 / d_v 128; other dims run on the next kernel up, the extra features zero, as
+ * [0, 1], rounded to e4m3; the softmax denominator sums the unquantised p).
+ * Head dims d and d_v: each a multiple of 8 from 8 to 256 (CUDA has kernels for 64, 96, 128, 192, 256
+ * and d 192 / d_v 128; other dims run on the next kernel up, the extra features zero, as
  * FlashAttention-3 does). Accumulation is fp32.
  *
  * ------------------------------------------------------------------------------------------------
