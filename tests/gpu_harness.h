@@ -26,6 +26,7 @@
 /* Options and device access (real CUDA, or the CPU backend standing in for it with FLASHC_GPU_FAKE) */
 
 static int g_quick, g_fake, g_verbose, g_uninit_ws;
+static unsigned g_runs; /* GPU runs so far: every third goes through fc_plan_create / fc_plan_run */
 static cudaStream_t g_stream;
 static double g_ref_budget = 1.5e8; /* float64 multiply-adds per ref64 call (rows are sampled to fit) */
 
@@ -214,14 +215,20 @@ static inline void gpu_run_once(prob *P, fc_attn_args *d, const void *out_poison
         reg_upload(P, &P->vc, v_pristine);
     }
     size_t ws_bytes = 0;
-    fc_status st = fc_attn_workspace_size(d, &ws_bytes);
+    fc_plan *plan = NULL;
+    int via_plan = g_runs++ % 3 == 2;
+    fc_status st = via_plan ? fc_plan_create(d, &plan) : fc_attn_workspace_size(d, &ws_bytes);
+    if (st == FC_OK && via_plan) st = fc_plan_workspace_size(plan, &ws_bytes);
     if (st != FC_OK) {
-        set_msg(r, st, "fc_attn_workspace_size");
+        set_msg(r, st, via_plan ? "fc_plan_create" : "fc_attn_workspace_size");
+        fc_plan_destroy(plan);
         return;
     }
     void *ws = ws_bytes ? dev_alloc_ws(ws_bytes) : NULL;
-    st = fc_attn_fwd(d, ws, ws_bytes, g_fake ? NULL : (void *)g_stream);
-    if (st != FC_OK) set_msg(r, st, "fc_attn_fwd");
+    void *stream = g_fake ? NULL : (void *)g_stream;
+    st = via_plan ? fc_plan_run(plan, d, ws, ws_bytes, stream) : fc_attn_fwd(d, ws, ws_bytes, stream);
+    fc_plan_destroy(plan);
+    if (st != FC_OK) set_msg(r, st, via_plan ? "fc_plan_run" : "fc_attn_fwd");
     cudaError_t e = dev_sync();
     if (e != cudaSuccess && r->st == FC_OK) {
         r->st = FC_ERR_CUDA;
