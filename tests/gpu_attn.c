@@ -254,6 +254,28 @@ static void sweep_odd_dims(group *g) {
             }
 }
 
+/* Dense caches indexed and padded per sequence (kv_batch_idx, kv_leftpad): decode (mma.sync) and prefill
+ * (wgmma, TMA dense K/V at the sequence's row and pad), append with and without rotary, both dtypes,
+ * masks, splits; rows before the pad and unused rows hold NaN. */
+static void sweep_kv_index(group *g) {
+    int i = 0;
+    for (int kind = 1; kind <= 3; kind++)
+        for (int k = 0; k < 8; k++, i++) {
+            cfg c = cfg_base();
+            c.dt = DTYPES[i % 2];
+            c.kv_index = kind;
+            c.b = 3, c.seqused = 1, c.nan_unused = k % 3 == 0;
+            c.causal = k % 2;
+            c.d = c.d_v = k % 4 == 2 ? 256 : 128;
+            if (k % 4 < 2) c.h_q = 8, c.h_k = 2, c.s_q = 1, c.s_k = 300 + 37 * k;
+            else set_heads(&c, i), c.s_q = 200 + 13 * k, c.s_k = 400 + 29 * k;
+            if (k % 4 == 1) c.s_new = 1, c.rot_dim = 64;
+            if (k == 6) c.wl = 100, c.wr = 7;
+            c.splits[0] = split_of(i);
+            run_case(g, &c);
+        }
+}
+
 /* Paged KV: page sizes 1, 3, 16, 64, 256 over a shuffled page table; dense and varlen queries. */
 static void sweep_paged(group *g) {
     static const int sizes[5] = {1, 3, 16, 64, 256};
@@ -564,7 +586,7 @@ int main(int argc, char **argv) {
         {"core", sweep_core},     {"seqlens", sweep_seqlens}, {"alibi", sweep_alibi_sinks}, {"d_v", sweep_dv},
         {"paged", sweep_paged},   {"varlen", sweep_varlen},   {"splits", sweep_splits},     {"decode", sweep_decode},
         {"append", sweep_append}, {"masked", sweep_masked},   {"strides", sweep_strides},   {"mixed", sweep_mixed},
-        {"graph", sweep_graph},   {"odd_dims", sweep_odd_dims},
+        {"graph", sweep_graph},   {"odd_dims", sweep_odd_dims}, {"kv_index", sweep_kv_index},
     };
     const char *only = argc > 1 ? argv[1] : NULL; /* optional: one group by name */
     if (harness_init("gpu_attn")) return 2;

@@ -136,7 +136,8 @@ static inline void harness_done(void) {
 static inline void arg_tensors(fc_attn_args *a, fc_tensor **t) {
     fc_tensor *list[] = {&a->q, &a->k, &a->v, &a->out, &a->lse, &a->cu_seqlens_q, &a->cu_seqlens_k,
                          &a->seqused_k, &a->page_table, &a->k_new, &a->v_new, &a->rotary_cos, &a->rotary_sin,
-                         &a->alibi_slopes, &a->sinks, NULL};
+                         &a->alibi_slopes, &a->sinks, &a->kv_batch_idx, &a->kv_leftpad, &a->seqused_q,
+                         &a->k_descale, &a->v_descale, &a->q_descale, NULL};
     memcpy(t, list, sizeof list);
 }
 
@@ -148,7 +149,7 @@ static inline fc_attn_args mirror(prob *P) {
     }
     fc_attn_args d = P->a;
     d.device = gpu_device();
-    fc_tensor *t[16];
+    fc_tensor *t[24];
     arg_tensors(&d, t);
     for (int k = 0; t[k]; k++) {
         if (!t[k]->data) continue;

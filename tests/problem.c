@@ -46,6 +46,7 @@ void describe(const cfg *c, char *s, size_t n) {
     if (c->fp8) ADD(" kv-%s", tu_dtype_name(cfg_kv_dtype(c)));
     if (c->fp8_q) ADD(" q-fp8");
     if (c->descale) ADD(" descale%d", c->descale);
+    if (c->kv_index) ADD("%s%s", c->kv_index & 1 ? " batch-idx" : "", c->kv_index & 2 ? " leftpad" : "");
     if (c->threads) ADD(" threads%d", c->threads);
     ADD(" splits");
     for (int i = 0; i < c->nsplits; i++) ADD("%s%d", i ? "," : "", c->splits[i]);
@@ -229,7 +230,7 @@ int64_t kv_off(const prob *P, const fc_tensor *t, int b, int64_t j, int h) {
         int64_t page = ((const int32_t *)a->page_table.data)[b * a->page_table.stride[0] + j / P->c.page_size];
         return page * t->stride[0] + (j % P->c.page_size) * t->stride[1] + h * t->stride[2];
     }
-    return b * t->stride[0] + j * t->stride[1] + h * t->stride[2];
+    return P->kv_row[b] * t->stride[0] + (P->pad[b] + j) * t->stride[1] + h * t->stride[2];
 }
 
 /* Per-sequence lengths: queries, cache capacity, keys present before the append. Varlen batches get
@@ -244,6 +245,12 @@ static void build_lengths(prob *P) {
     for (int i = 0; i < c->b; i++) {
         P->len_q[i] = c->q_varlen ? tu_randint(&P->rng, 0, c->s_q) : c->s_q;
         P->cap[i] = c->kv == KV_VARLEN ? tu_randint(&P->rng, 0, c->s_k) : c->s_k;
+        P->kv_row[i] = c->kv_index & 1 ? c->b - i : i; /* kv_batch_idx: reversed, over b + 1 rows */
+        P->pad[i] = 0;
+        if (c->kv_index & 2) { /* kv_leftpad: the keys start a few rows in; the capacity counts from there */
+            P->pad[i] = tu_randint(&P->rng, 0, c->s_k - c->s_new < 9 ? c->s_k - c->s_new : 9);
+            P->cap[i] -= P->pad[i];
+        }
     }
     if (c->q_varlen) {
         P->len_q[0] = c->s_q;
@@ -375,7 +382,7 @@ static void build_kv(prob *P) {
         a->k = new_tensor(P, kdt, 3, ks, pad, &P->kc);
         a->v = new_tensor(P, kdt, 3, vs, pad, &P->vc);
     } else {
-        int64_t n0 = c->b, n1 = c->s_k;
+        int64_t n0 = c->b + (c->kv_index & 1), n1 = c->s_k;
         if (c->kv == KV_PAGED) {
             build_page_table(P);
             n0 = c->b * ((c->s_k + c->page_size - 1) / c->page_size) + 2;
@@ -434,7 +441,13 @@ static void build_append(prob *P) {
 static void build_options(prob *P) {
     const cfg *c = &P->c;
     fc_attn_args *a = &P->a;
-    if (c->seqused || c->kv == KV_PAGED || c->s_new) a->seqused_k = int_tensor(P, c->b, P->s_cache);
+    if (c->seqused || c->kv == KV_PAGED || c->s_new) { /* counted from cache row 0: the pad too */
+        int used[MAX_BATCH];
+        for (int i = 0; i < c->b; i++) used[i] = P->pad[i] + P->s_cache[i];
+        a->seqused_k = int_tensor(P, c->b, used);
+    }
+    if (c->kv_index & 1) a->kv_batch_idx = int_tensor(P, c->b, P->kv_row);
+    if (c->kv_index & 2) a->kv_leftpad = int_tensor(P, c->b, P->pad);
     a->softmax_scale = c->scale;
     a->softcap = c->softcap;
     a->causal = c->causal;
@@ -605,7 +618,7 @@ static int64_t appended_bad(const prob *P, const fc_tensor *cache, const fc_tens
                 int64_t so = b * src->stride[0] + t * src->stride[1] + h * src->stride[2];
                 int64_t co = kv_off(P, cache, b, P->s_cache[b] + t, h);
                 for (int e = 0; e < dim; e++) x[e] = x0[e] = tu_load(src->data, src->dtype, so + e);
-                if (rot) rotate_row(P, x, P->s_cache[b] + t);
+                if (rot) rotate_row(P, x, P->pad[b] + P->s_cache[b] + t);
                 double ds = descale->data ? ((const float *)descale->data)[b * descale->stride[0] + h * descale->stride[1]] : 1;
                 for (int e = 0; e < dim; e++) {
                     double got = tu_load(cache->data, kdt, co + e);

@@ -27,6 +27,7 @@ typedef struct cfg {
     int fp8;        /* k/v cache: 0 the dtype of q, 1 e4m3, 2 e5m2 */
     int fp8_q;      /* 1: q too in the cache's fp8 format (FP8 attention; out in dt) */
     int descale;    /* fp8: 0 none, 1 k/v_descale (b, h_k), 2 one value broadcast (zero strides) */
+    int kv_index;   /* dense caches: bit 1 kv_batch_idx (a cache of b + 1 rows, in reverse), bit 2 kv_leftpad */
 } cfg;
 
 /* The dtype of the case's k and v. */
@@ -66,6 +67,7 @@ typedef struct prob {
     uint64_t rng;
     int64_t total_q, q_row0[MAX_BATCH];
     int len_q[MAX_BATCH], cap[MAX_BATCH], s_cache[MAX_BATCH];
+    int kv_row[MAX_BATCH], pad[MAX_BATCH]; /* dense: the cache row of each sequence, its first key's row */
     region out, lse, kc, vc;
     unsigned char *k_snap, *v_snap; /* the caches as built (before any append) */
     double vmax;                    /* largest finite |v| of the cache and v_new (the scale of out) */

@@ -237,6 +237,29 @@ static void sweep_fp8(group *g) {
         }
 }
 
+/* Dense caches indexed and padded per sequence (kv_batch_idx, kv_leftpad): decode and prefill, append
+ * with and without rotary, masks, splits; rows before the pad and unused cache rows hold NaN. */
+static void sweep_kv_index(group *g) {
+    int i = 0;
+    for (int kind = 1; kind <= 3; kind++)
+        for (int k = 0; k < 8; k++, i++) {
+            cfg c = cfg_base();
+            c.dt = DTYPES[i % 3];
+            c.kv_index = kind;
+            set_heads(&c, i);
+            c.b = 3;
+            c.causal = k % 2;
+            c.s_q = k % 4 < 2 ? 1 : 23;
+            c.s_k = 90 + 17 * k;
+            c.seqused = 1;
+            c.nan_unused = k % 3 == 0;
+            if (k % 4 == 1 || k % 4 == 3) c.s_new = 2, c.s_q = c.s_q == 1 ? 1 : 2, c.rot_dim = k % 4 == 3 ? 32 : 0;
+            if (k == 6) c.wl = 20, c.wr = 3;
+            c.splits[0] = i % 3 ? 0 : 3;
+            run_case(g, &c);
+        }
+}
+
 /* Head dims off the kernel set (multiples of 8: CUDA runs them on the next kernel up), d = d_v and not. */
 static void sweep_odd_dims(group *g) {
     static const int dd[][2] = {{8, 8}, {40, 40}, {72, 72}, {120, 120}, {136, 136}, {200, 200}, {248, 248},
@@ -611,7 +634,7 @@ static void sweep_merge(group *g) {
 
 int main(int argc, char **argv) {
     static const sweep sweeps[] = {
-        {"core", sweep_core},       {"long", sweep_long},       {"d_v", sweep_dv},    {"odd_dims", sweep_odd_dims}, {"fp8", sweep_fp8},
+        {"core", sweep_core},       {"long", sweep_long},       {"d_v", sweep_dv},    {"odd_dims", sweep_odd_dims}, {"fp8", sweep_fp8},   {"kv_index", sweep_kv_index},
         {"alibi", sweep_alibi},     {"sinks", sweep_sinks},     {"varlen", sweep_varlen},
         {"paged", sweep_paged},     {"splits", sweep_splits},   {"strides", sweep_strides},
         {"append", sweep_append},   {"masked", sweep_masked},   {"unused", sweep_unused},
