@@ -12,6 +12,7 @@
  * a left window; softcap; scale; ALiBi (h_q) and (b, h_q); sinks; lse or not; dense, varlen (empty
  * sequences) and paged KV (page sizes 1 to 256); varlen queries; seqused_k; append (s_new 1..8) with
  * or without rotary (interleaved or not, rotary_dim d, d/2 or any even value, fp32 or q-dtype tables);
+ * dense caches indexed (kv_batch_idx) and padded (kv_leftpad) one time in five;
  * padded strides or q/k/v slices of one packed tensor; NaN in the unused cache rows (page-table entries
  * -1); num_splits 1, several, up to 128, 0 (the library's choice), and sometimes a second count to
  * compare with. The work (b s_q s_k h_q (d + d_v)) is then cut to RC_MAX_WORK: fewer sequences, then
@@ -119,6 +120,8 @@ static inline void rc_layout(cfg *c, uint64_t *r) {
         c->layout = rc_chance(r, 20) ? LAYOUT_PADDED : LAYOUT_CONTIG;
     }
     c->nan_unused = rc_chance(r, 15);
+    if (c->kv == KV_DENSE && c->layout != LAYOUT_PACKED && rc_chance(r, 20))
+        c->kv_index = tu_randint(r, 1, 3); /* kv_batch_idx, kv_leftpad or both */
 }
 
 static inline void rc_splits(cfg *c, uint64_t *r) {
