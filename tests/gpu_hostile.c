@@ -34,7 +34,8 @@
 #define NUM_PAGES 16
 
 enum { KV_DENSE, KV_VARLEN, KV_PAGED };
-enum { T_Q, T_K, T_V, T_OUT, T_LSE, T_CUQ, T_CUK, T_USED, T_TABLE, T_KNEW, T_VNEW, T_COS, T_SIN, T_COUNT };
+enum { T_Q, T_K, T_V, T_OUT, T_LSE, T_CUQ, T_CUK, T_USED, T_TABLE, T_KNEW, T_VNEW, T_COS, T_SIN, T_IDX, T_PAD, T_USEDQ,
+       T_COUNT };
 
 /* What a case corrupts. */
 enum {
@@ -51,6 +52,10 @@ enum {
     BAD_CUK_NEG,      /* cu_seqlens_k[1] = INT32_MIN */
     BAD_MAXK,         /* a key sequence longer than max_seqlen_k */
     BAD_ROTARY,       /* key positions past the rotary tables */
+    BAD_IDX_HIGH,     /* kv_batch_idx[1] = the cache's rows (a permutation of them otherwise) */
+    BAD_IDX_NEG,      /* kv_batch_idx[2] = -1 */
+    BAD_PAD_OVER,     /* kv_leftpad[2] past the sequence's keys ({1, 2, 0} otherwise) */
+    BAD_USEDQ_OVER,   /* seqused_q[1] past the sequence's rows (its rows otherwise) */
 };
 
 typedef struct hcase {
@@ -157,6 +162,21 @@ static void build(hprob *P, const hcase *c) {
         fill_bf16(a->k_new.data, (int64_t)B * c->s_new * HK * d);
         fill_bf16(a->v_new.data, (int64_t)B * c->s_new * HK * d);
     }
+    if (c->bad == BAD_IDX_HIGH || c->bad == BAD_IDX_NEG) { /* dense: sequence b reads cache row (b + 2) % B */
+        int32_t *idx = host_tensor(P, T_IDX, B * 4);
+        for (int b = 0; b < B; b++) idx[b] = (b + 2) % B;
+        a->kv_batch_idx = fc_tensor_1d(idx, FC_INT32, B);
+    }
+    if (c->bad == BAD_PAD_OVER) {
+        int32_t *pad = host_tensor(P, T_PAD, B * 4);
+        pad[0] = 1, pad[1] = 2, pad[2] = 0;
+        a->kv_leftpad = fc_tensor_1d(pad, FC_INT32, B);
+    }
+    if (c->bad == BAD_USEDQ_OVER) {
+        int32_t *uq = host_tensor(P, T_USEDQ, B * 4);
+        for (int b = 0; b < B; b++) uq[b] = len_q[b];
+        a->seqused_q = fc_tensor_1d(uq, FC_INT32, B);
+    }
     if (c->rotary) {
         int max_pos = P->cap + 16, half = 32;
         a->rotary_cos = fc_tensor_2d(host_tensor(P, T_COS, (size_t)max_pos * half * 4), FC_FP32, max_pos, half);
@@ -184,7 +204,8 @@ static fc_attn_args device_args(const hprob *P, int hostile) {
     if (hostile && P->c.bad == BAD_ROTARY) d.rotary_cos.shape[0] = d.rotary_sin.shape[0] = 40;
     d.device = FC_DEVICE_CUDA;
     fc_tensor *t[T_COUNT] = {&d.q, &d.k, &d.v, &d.out, &d.lse, &d.cu_seqlens_q, &d.cu_seqlens_k, &d.seqused_k,
-                             &d.page_table, &d.k_new, &d.v_new, &d.rotary_cos, &d.rotary_sin};
+                             &d.page_table, &d.k_new, &d.v_new, &d.rotary_cos, &d.rotary_sin, &d.kv_batch_idx,
+                             &d.kv_leftpad, &d.seqused_q};
     for (int i = 0; i < T_COUNT; i++)
         if (P->host[i]) t[i]->data = P->arena + P->at[i];
     return d;
@@ -226,6 +247,10 @@ static void corrupt(hprob *P) {
     case BAD_CUK_NEG: poke(P, T_CUK, 1, INT32_MIN); break;
     case BAD_MAXK: poke(P, T_CUK, 1, len_k[0] + 40); break; /* sequence 0: 210 keys, max_seqlen_k 200 */
     case BAD_ROTARY: break; /* device_args gives the tables 40 positions, fewer than the keys need */
+    case BAD_IDX_HIGH: poke(P, T_IDX, 1, B); break;
+    case BAD_IDX_NEG: poke(P, T_IDX, 2, -1); break;
+    case BAD_PAD_OVER: poke(P, T_PAD, 2, len_k[2] + c->s_new + 5); break;
+    case BAD_USEDQ_OVER: poke(P, T_USEDQ, 1, len_q[1] + 9); break;
     }
 }
 
@@ -403,6 +428,14 @@ static const hcase CASES[] = {
     {"varlen k d256: a sequence past max_seqlen_k", "max_seqlen_k", KV_VARLEN, 0, 256, 0, 1, 0, 0, BAD_MAXK},
     {"paged 16 decode append rotary: tables short", "rotary_cos", KV_PAGED, 1, 128, 16, 1, 1, 1, BAD_ROTARY},
     {"dense prefill wgmma append rotary: short", "rotary_cos", KV_DENSE, 0, 128, 0, 1, 3, 1, BAD_ROTARY},
+    {"dense decode: kv_batch_idx = rows", "kv_batch_idx", KV_DENSE, 1, 128, 0, 1, 0, 0, BAD_IDX_HIGH},
+    {"dense decode append: kv_batch_idx = -1", "kv_batch_idx", KV_DENSE, 1, 128, 0, 1, 1, 0, BAD_IDX_NEG},
+    {"dense prefill wgmma TMA: kv_batch_idx = rows", "kv_batch_idx", KV_DENSE, 0, 128, 0, 1, 0, 0, BAD_IDX_HIGH},
+    {"dense prefill d256 split: kv_batch_idx = -1", "kv_batch_idx", KV_DENSE, 0, 256, 0, 2, 0, 0, BAD_IDX_NEG},
+    {"dense decode split: kv_leftpad past the keys", "kv_leftpad", KV_DENSE, 1, 128, 0, 3, 0, 0, BAD_PAD_OVER},
+    {"dense prefill wgmma append: leftpad past", "kv_leftpad", KV_DENSE, 0, 128, 0, 1, 2, 1, BAD_PAD_OVER},
+    {"dense prefill wgmma: seqused_q past the rows", "seqused_q", KV_DENSE, 0, 128, 0, 1, 0, 0, BAD_USEDQ_OVER},
+    {"paged 16 decode: seqused_q past the rows", "seqused_q", KV_PAGED, 1, 128, 16, 0, 0, 0, BAD_USEDQ_OVER},
 };
 
 static const hcase GRAPH_CASES[] = {
