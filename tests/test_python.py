@@ -959,7 +959,10 @@ def check_fa3_interface():
     w = flashc.flash_attn_with_kvcache(q[:, :1], pk, pv, cache_seqlens=11, block_table=table, causal=True,
                                        return_softmax_lse=True)
     bad += [] if np.array_equal(o, w[0]) and np.array_equal(l, w[1]) else ["kvcache page_table"]
-    return combine((not bad, "differ: %s" % bad if bad else "func, varlen, kvcache equal"),
+    sk = np.array([0.3, -1.0, 2.0, 0.0], np.float32)
+    bad += [] if np.array_equal(fa3.flash_attn_func(q, k, v, s_aux=sk), flashc.flash_attn_func(q, k, v, sinks=sk)) \
+        else ["s_aux (vLLM's sinks)"]
+    return combine((not bad, "differ: %s" % bad if bad else "func, varlen, kvcache, s_aux equal"),
                    raises(FlashcError, "q_descale", fa3.flash_attn_func, q, k, v, q_descale=np.ones(1)))  # fp16 q
 
 
