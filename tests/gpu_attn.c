@@ -231,15 +231,13 @@ static void sweep_dv(group *g) {
 /* Head dims off the kernel set (multiples of 8, run on the next kernel up): prefill (wgmma, dense and
  * varlen, TMA and cp.async K/V) and paged decode (mma.sync), both dtypes, causal and not, split and not. */
 static void sweep_odd_dims(group *g) {
-    static const int dd[][2] = {{8, 8}, {40, 40}, {72, 72}, {120, 120}, {136, 136}, {200, 200}, {248, 248},
-                                {72, 40}, {8, 256}, {256, 8}, {184, 128}, {80, 96}};
     int i = 0;
-    for (int k = 0; k < 12; k++)
+    for (int k = 0; k < N_ODD_DIMS; k++)
         for (int decode = 0; decode < 2; decode++)
             for (int causal = 0; causal < 2; causal++, i++) {
                 cfg c = cfg_base();
                 c.dt = DTYPES[i % 2];
-                c.d = dd[k][0], c.d_v = dd[k][1], c.causal = causal;
+                c.d = ODD_DIMS[k][0], c.d_v = ODD_DIMS[k][1], c.causal = causal;
                 c.splits[0] = split_of(i);
                 if (decode) {
                     c.h_q = 8, c.h_k = 2, c.s_q = 1, c.s_k = 300 + i;

@@ -30,6 +30,13 @@ typedef struct cfg {
     int kv_index;   /* dense caches: bit 1 kv_batch_idx (a cache of b + 1 rows, in reverse), bit 2 kv_leftpad */
 } cfg;
 
+/* (d, d_v) pairs off the kernel set (multiples of 8: CUDA runs them on the next kernel up), for the
+ * odd_dims sweeps of test_cpu and gpu_attn. */
+enum { N_ODD_DIMS = 12 };
+__attribute__((unused)) static const int ODD_DIMS[N_ODD_DIMS][2] = {
+    {8, 8}, {40, 40}, {72, 72}, {120, 120}, {136, 136}, {200, 200}, {248, 248}, {72, 40}, {8, 256}, {256, 8},
+    {184, 128}, {80, 96}};
+
 /* The dtype of the case's k and v. */
 static inline fc_dtype cfg_kv_dtype(const cfg *c) { return c->fp8 == 1 ? FC_E4M3 : c->fp8 == 2 ? FC_E5M2 : c->dt; }
 static inline fc_dtype cfg_q_dtype(const cfg *c) { return c->fp8_q ? cfg_kv_dtype(c) : c->dt; }

@@ -262,16 +262,14 @@ static void sweep_kv_index(group *g) {
 
 /* Head dims off the kernel set (multiples of 8: CUDA runs them on the next kernel up), d = d_v and not. */
 static void sweep_odd_dims(group *g) {
-    static const int dd[][2] = {{8, 8}, {40, 40}, {72, 72}, {120, 120}, {136, 136}, {200, 200}, {248, 248},
-                                {72, 40}, {8, 256}, {256, 8}, {184, 128}, {80, 96}};
     int i = 0;
-    for (int k = 0; k < 12; k++)
+    for (int k = 0; k < N_ODD_DIMS; k++)
         for (int v = 0; v < 2; v++, i++) {
             cfg c = cfg_base();
             c.dt = DTYPES[i % 3];
             set_heads(&c, i);
-            c.d = dd[k][0];
-            c.d_v = dd[k][1];
+            c.d = ODD_DIMS[k][0];
+            c.d_v = ODD_DIMS[k][1];
             c.causal = v;
             c.s_q = v ? 37 : 70;
             c.s_k = v ? 91 : 150;

@@ -88,9 +88,6 @@ def _data_ptr(x):
     return ptr or EMPTY_ADDRESS
 
 
-address = _data_ptr
-
-
 def _itemsize(x):
     return x.element_size() if is_torch(x) else x.dtype.itemsize
 

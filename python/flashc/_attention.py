@@ -252,11 +252,6 @@ def _varlen_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
     return c, out, lse
 
 
-def _unsupported(name, value):
-    if value is not None:
-        raise NotImplementedError("flashc: %s is not supported by flash_attn_with_kvcache" % name)
-
-
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
                             softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,

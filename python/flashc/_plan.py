@@ -1,7 +1,6 @@
 """_plan.py — Plan: a call validated and planned once in C (fc_plan_create), then run with new tensors for
 the cost of writing their addresses into the planned fc_attn_args; and the cache of plans by call
 signature that puts the flash_attn-style functions on the same path."""
-import collections
 import ctypes
 import functools
 import sys
