@@ -44,15 +44,6 @@ const char *fc_version(void) {
     return FC_STR(FLASHC_VERSION_MAJOR) "." FC_STR(FLASHC_VERSION_MINOR) "." FC_STR(FLASHC_VERSION_PATCH);
 }
 
-size_t fc_dtype_size(fc_dtype dtype) {
-    switch (dtype) {
-    case FC_E4M3: case FC_E5M2: return 1;
-    case FC_BF16: case FC_FP16: return 2;
-    case FC_FP32: case FC_INT32: return 4;
-    }
-    return 0;
-}
-
 static const char *dtype_name(fc_dtype dt) {
     switch (dt) {
     case FC_BF16: return "bf16";

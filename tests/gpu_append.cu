@@ -8,6 +8,7 @@
 #include <stdarg.h>
 
 #define restrict __restrict__
+#include "../src/dtype.c"
 #include "../src/cpu/append.c"
 #include "../src/cuda/append.cu"
 #include "gpu_util.h"
