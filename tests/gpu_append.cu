@@ -70,6 +70,8 @@ static void run_case(const append_case *c, cudaStream_t stream) {
     memset(&p, 0, sizeof p);
     p.device = FC_DEVICE_CUDA;
     p.dtype = c->dt;
+    p.kv_dtype = c->dt; // the cache in the queries' dtype (fp8 caches: CUDA rejects them so far)
+    p.k_batch = c->batch;
     p.batch = B; p.h_q = hk; p.h_k = hk; p.d = d; p.d_v = dv;
     p.s_q = 1;
     p.kv_layout = c->layout;

@@ -250,7 +250,7 @@ static void corrupt(hprob *P) {
     case BAD_IDX_HIGH: poke(P, T_IDX, 1, B); break;
     case BAD_IDX_NEG: poke(P, T_IDX, 2, -1); break;
     case BAD_PAD_OVER: poke(P, T_PAD, 2, len_k[2] + c->s_new + 5); break;
-    case BAD_USEDQ_OVER: poke(P, T_USEDQ, 1, len_q[1] + 9); break;
+    case BAD_USEDQ_OVER: poke(P, T_USEDQ, 1, len_q[0] + 9); break; /* dense q: past s_q = len_q[0], the longest */
     }
 }
 
@@ -269,7 +269,8 @@ static int guards_intact(const hprob *P, const unsigned char *arena, char *why, 
     /* Read-only tensors unchanged. */
     for (int t = 0; t < T_COUNT; t++) {
         if (!P->host[t] || t == T_OUT || t == T_LSE || t == T_K || t == T_V) continue;
-        if (t == T_CUQ || t == T_CUK || t == T_USED || t == T_TABLE) continue; /* poked */
+        if (t == T_CUQ || t == T_CUK || t == T_USED || t == T_TABLE || t == T_IDX || t == T_PAD || t == T_USEDQ)
+            continue; /* poked */
         if (memcmp(arena + P->at[t], P->host[t], P->bytes[t]) != 0) {
             snprintf(why, n, "read-only tensor %d was written", t);
             return 0;

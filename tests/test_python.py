@@ -252,6 +252,20 @@ def check_exports():
 
 
 @cold_only
+@check("the binding declares argtypes of every library function it calls (else ctypes passes a pointer or size as a C int)")
+def check_binding_declares():
+    used = set()
+    pkg = os.path.dirname(flashc.__file__)
+    for name in os.listdir(pkg):
+        if name.endswith(".py") and name != "_lib.py":
+            with open(os.path.join(pkg, name)) as f:
+                used |= set(re.findall(r"\.(fc_[a-z_]+)\b", f.read()))  # L.fc_x( or a bound L.fc_x
+    L = sys.modules["flashc._lib"].lib()
+    undeclared = sorted(n for n in used if getattr(L, n).argtypes is None)
+    return len(used) >= 10 and not undeclared, "%d functions called; undeclared: %s" % (len(used), undeclared)
+
+
+@cold_only
 @check("flashc-bench: malformed numbers exit 2 naming the option; rows carry a pass/fail check")
 def check_bench_cli():
     bench = os.path.join(ROOT, "build", "flashc-bench")
@@ -733,8 +747,16 @@ def batch_idx_leftpad(to=lambda x: x, same=np.array_equal, dtype=np.float32):
                           cache_seqlens=4, cache_batch_idx=np.array([1, 5, 0], np.int32)),
                    raises(FlashcError, "cache_batch_idx", flashc.flash_attn_with_kvcache, q, copy(kc), copy(vc), kn, vn,
                           cache_seqlens=4, cache_batch_idx=np.array([1, 1, 0], np.int32)),
-                   raises(FlashcError, "cache_leftpad", flashc.flash_attn_with_kvcache, q, kc[:b], vc[:b],
+                   raises(FlashcError, "cache_leftpad", call_and_check, flashc.flash_attn_with_kvcache, q, kc[:b], vc[:b],
                           cache_seqlens=lens, cache_leftpad=np.array([0, 7, 0], np.int32)))
+
+
+def call_and_check(fn, *args, **kw):
+    """fn(...), then flashc.check_errors(): an error that only the device can see (a pad checked against
+    cache_seqlens in device memory) is recorded by the kernel and raised by the check."""
+    r = fn(*args, **kw)
+    flashc.check_errors()
+    return r
 
 
 @check("seqused_q: only the first seqused_q[i] rows, as the call on those rows alone; the others not written")

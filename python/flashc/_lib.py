@@ -110,6 +110,10 @@ def _declare(lib):
         "fc_set_num_threads": (ctypes.c_int, [ctypes.c_int]),
         "fc_get_num_threads": (ctypes.c_int, []),
         "fc_check_errors": (ctypes.c_int, [ctypes.c_void_p]),
+        "fc_plan_create": (ctypes.c_int, [P(FcAttnArgs), P(ctypes.c_void_p)]),
+        "fc_plan_workspace_size": (ctypes.c_int, [ctypes.c_void_p, P(ctypes.c_size_t)]),
+        "fc_plan_run": (ctypes.c_int, [ctypes.c_void_p, P(FcAttnArgs), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]),
+        "fc_plan_destroy": (None, [ctypes.c_void_p]),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(lib, name)
