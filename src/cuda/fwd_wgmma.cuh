@@ -21,17 +21,23 @@
 // tile's Q load while the previous tile runs, where shared memory has room). d 256: O alone is 128
 // registers a thread and a 128-key block of K and V 128 KB, so 64-key blocks; d 192 / d_v 128 and d 256
 // have room for one Q buffer only.
+// LAZY: FlashAttention-4's lazy rescale (softmax_update): measured +4-5% at d 128 and 256 (2k-16k), -2% at
+// d 64, where the block's few FMULs of O cost less than the vote that skips them (docs/PERF.md step 49).
 template <int D, int DV> struct wg_shape {
     static constexpr int BN = 128, QBUF = 2;      // d 64, 128: 16 + 2 x 32 KB, 32 + 2 x 64 KB
+    static constexpr bool LAZY = D >= 128;
 };
 template <> struct wg_shape<192, 128> {
     static constexpr int BN = 128, QBUF = 1;      // 48 KB Q + 2 x (48 + 32) KB K/V
+    static constexpr bool LAZY = true;
 };
 template <> struct wg_shape<192, 192> {
     static constexpr int BN = 96, QBUF = 1;       // 48 KB Q + 2 x (36 + 36) KB K/V
+    static constexpr bool LAZY = true;
 };
 template <> struct wg_shape<256, 256> {
     static constexpr int BN = 64, QBUF = 1;       // 64 KB Q + 2 x (32 + 32) KB K/V
+    static constexpr bool LAZY = true;
 };
 
 template <typename T_, int D_, int DV_>
@@ -40,6 +46,7 @@ struct wg_cfg {
     static constexpr int D = D_, DV = DV_, BN = wg_shape<D, DV>::BN, STAGES = 2, CONSUMERS = 2;
     static constexpr int TILES = 4;                                  // query tiles per CTA (wg_tile_of)
     static constexpr int QBUF = wg_shape<D, DV>::QBUF;               // Q buffers, a ring over the tiles
+    static constexpr bool LAZY = wg_shape<D, DV>::LAZY;              // lazy rescale (softmax_update)
     static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
     static constexpr int MT = 1, ROWS = 2, NWARPS = 4 * CONSUMERS; // fwd_kernel's view of a consumer warp
     static constexpr bool HEAD_MAJOR = false;
@@ -387,11 +394,11 @@ __device__ __forceinline__ void wg_softmax(const score_consts &sc, int n, wg_reg
     if (PLAIN) {
         if (MASK) wg_mask_raw<C>(sc, w.rs, n, w.s[0]);
 #pragma unroll
-        for (int k = 0; k < 2; k++) rescale[k] = softmax_update<C::BN / 8>(w.st[k], w.s[0], k, sc.mul);
+        for (int k = 0; k < 2; k++) rescale[k] = softmax_update<C::BN / 8, C::LAZY>(w.st[k], w.s[0], k, sc.mul);
     } else {
         scores_block<C, MASK>(sc, w.rs, n, w.s);
 #pragma unroll
-        for (int k = 0; k < 2; k++) rescale[k] = softmax_update<C::BN / 8>(w.st[k], w.s[0], k);
+        for (int k = 0; k < 2; k++) rescale[k] = softmax_update<C::BN / 8, C::LAZY>(w.st[k], w.s[0], k);
     }
 }
 
@@ -449,10 +456,11 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
     wgmma_hold<C::DV / 2>(&w.o[0][0][0]);
     wgmma_hold<C::BN / 4>(&w.pa[0][0]); // P stays live until the PV reading it is done
     wg_release(&sm.v_empty[prev]);
+    if (!C::LAZY || __any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) // rare with the lazy max
 #pragma unroll
-    for (int f = 0; f < C::DV / 8; f++)
+        for (int f = 0; f < C::DV / 8; f++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) w.o[0][f][e] *= rescale[e / 2];
+            for (int e = 0; e < 4; e++) w.o[0][f][e] *= rescale[e / 2];
     wg_pack_p<C>(w.s[0], w.pa);
 }
 

@@ -23,12 +23,17 @@ __device__ __forceinline__ row_softmax softmax_init(bool has_sink, float sink_lo
 // the state: new max, rescale of the old sum (returned, to rescale the output too), p = 2^(s - m).
 // The scores are s * mul (mul > 0): raw dot products with mul = scale * log2(e) cost one FFMA each
 // (FlashAttention's fold of the scale into exp2); mul = 1 for scores already scaled and masked.
-template <int NF>
+// LAZY (FlashAttention-4): the running max moves only when a block's max passes it by more than
+// FC_RESCALE_LOG2 (log2 units); below that the old max stays, p = 2^(s - m) is at most 2^FC_RESCALE_LOG2
+// (fine in fp32 and in P's bf16), and the rescale is exactly 1, which lets the caller skip O's.
+#define FC_RESCALE_LOG2 8.0f
+template <int NF, bool LAZY = false>
 __device__ __forceinline__ float softmax_update(row_softmax &st, float (*s)[4], int half, float mul = 1.0f) {
     float mx = -INFINITY;
 #pragma unroll
     for (int f = 0; f < NF; f++) mx = fmaxf(mx, fmaxf(s[f][2 * half], s[f][2 * half + 1]));
     mx = fmaxf(st.m, quad_max(mx) * mul);
+    if (LAZY && mx - st.m <= FC_RESCALE_LOG2) mx = st.m; // (-inf - -inf is NaN: the first block moves)
     float base = mx == -INFINITY ? 0.0f : mx;   // all masked so far: keep exp2 away from -inf - -inf
     float rescale = fast_exp2(st.m - base);     // 0 when the old max was -inf
     float sum = 0.0f;
