@@ -1180,6 +1180,12 @@ def check_check_errors_names():
         _call.note_launch(7, {"seqused_k": "cu_seqlens_k"})  # two calls disagree: the C name stays
         results.append(raises(FlashcError, "seqused_k", _call.check_device, 7, None))
         results.append(raises(FlashcError, "seqused_k", _call.check_device, 7, None))  # names were forgotten
+        names = {"seqused_k": "cache_seqlens"}  # one plan's names, noted on every run: again after a check
+        _call.note_launch(7, names)
+        results.append(raises(FlashcError, "cache_seqlens", _call.check_device, 7, None))
+        _call.note_launch(7, names)
+        _call.note_launch(7, names)
+        results.append(raises(FlashcError, "cache_seqlens", _call.check_device, 7, None))
     finally:
         _lib._LIB = real
     return combine(*results)

@@ -119,19 +119,24 @@ def merge_call(out_partial):
 
 _pending_lock = threading.Lock()
 _pending = {}  # CUDA device index -> {C name: {Python names}} of the calls launched since its last check
+_noted = {}  # CUDA device index -> the names merged last (a plan's runs pass the same dict: merged once)
 
 
 def note_launch(index, names):
+    if _noted.get(index) is names:  # the common case, a plan run again: nothing new (no lock: a race
+        return  # with a check only loses the Python names of this launch, and the C names stay)
     with _pending_lock:
         seen = _pending.setdefault(index, {})
         for field, name in names.items():
             seen.setdefault(field, set()).add(name)
+        _noted[index] = names
 
 
 def _take_names(index):
     """The C -> Python names that every call since the device's last check agrees on; forgets them."""
     with _pending_lock:
         seen = _pending.pop(index, {})
+        _noted.pop(index, None)
     return {field: next(iter(names)) for field, names in seen.items() if len(names) == 1}
 
 
