@@ -43,8 +43,9 @@ CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 NVCCFLAGS  ?= -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter
 CU_SRC     := $(wildcard src/cuda/*.cu)
 LIB_OBJ    += $(CU_SRC:%.cu=$(B)/%.o)
-LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
-PC_PRIVATE := -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ -lm -pthread
+# The CUDA runtime linked in statically: libflashc.so needs no libcudart.so (nor a driver, for CPU use).
+LDLIBS     += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+PC_PRIVATE := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++ -lm -pthread
 else
 LIB_OBJ    += $(B)/src/cuda_none.o
 PC_PRIVATE := -lm -pthread

@@ -397,7 +397,10 @@ fc_status fc_check_errors(void *stream);
 /* ---------------------------------------------------------------------------------------------- */
 /* Backends                                                                                        */
 
-/* 1 if this build has CUDA kernels and a CUDA device is visible, else 0. */
+/* 1 if this build has CUDA kernels and the current CUDA device can run them (compute capability 9.0:
+ * H100, H200), else 0. On any other GPU, calls with FC_DEVICE_CUDA fail with FC_ERR_NO_DEVICE naming
+ * "device" and the GPU's compute capability. The CUDA runtime is linked into libflashc statically: a
+ * machine without the CUDA toolkit or driver loads the library and runs the CPU backend. */
 int fc_cuda_available(void);
 
 /* Worker threads of the CPU backend (n >= 1); 0 restores the default. */

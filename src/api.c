@@ -56,7 +56,9 @@ static const char *dtype_name(fc_dtype dt) {
     return "unknown dtype";
 }
 
-int fc_cuda_available(void) { return fc_cuda_built() && fc_cuda_device_count() > 0; }
+int fc_cuda_available(void) {
+    return fc_cuda_built() && fc_cuda_device_count() > 0 && fc_cuda_capability() == FC_CUDA_CAPABILITY;
+}
 
 void fc_attn_args_init(fc_attn_args *a) {
     if (!a) return;
@@ -169,6 +171,11 @@ static fc_status check_cuda_present(fc_device dev) {
     if (!fc_cuda_built())
         return fc_fail(FC_ERR_NO_DEVICE, "device", "this flashc was built without CUDA (nvcc not found at build time)");
     if (fc_cuda_device_count() == 0) return fc_fail(FC_ERR_NO_DEVICE, "device", "no CUDA device is visible");
+    int cc = fc_cuda_capability();
+    if (cc != FC_CUDA_CAPABILITY)
+        return fc_fail(FC_ERR_NO_DEVICE, "device",
+                       "the current GPU has compute capability %d.%d; flashc's CUDA kernels are built for sm_90a "
+                       "(H100, H200) only", cc / 10, cc % 10);
     return FC_OK;
 }
 

@@ -8,6 +8,7 @@ static fc_status no_cuda(void) {
 int fc_cuda_built(void) { return 0; }
 int fc_cuda_device_count(void) { return 0; }
 int fc_cuda_splits(const fc_problem *p) { (void)p; return 1; }
+int fc_cuda_capability(void) { return 0; }
 
 fc_status fc_cuda_attn_workspace_size(const fc_problem *p, size_t *bytes) {
     (void)p;

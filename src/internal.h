@@ -142,6 +142,8 @@ fc_status fc_cuda_describe(const fc_problem *p, char *buf, size_t n); /* fc_attn
 fc_status fc_cuda_merge(const fc_merge_problem *m, void *stream);
 int fc_cuda_device_count(void);
 int fc_cuda_splits(const fc_problem *p); /* the split count fc_cuda_attn_fwd would choose */
+int fc_cuda_capability(void); /* the current device's compute capability, 10 major + minor; 0: none */
+#define FC_CUDA_CAPABILITY 90 /* the one the kernels are built for (sm_90a: H100, H200) */
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Host heuristics (plan.c).                                                                       */

@@ -20,6 +20,28 @@ extern "C" int fc_cuda_device_count(void) {
 }
 
 extern "C" int fc_cuda_splits(const fc_problem *p) { return fc_cuda_plan_splits(p); }
+// Compute capability of the current device as 10 major + minor (90: H100 / H200), 0 when there is none;
+// looked up once per device.
+extern "C" int fc_cuda_capability(void) {
+    static int cc[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    int c = dev < 64 ? __atomic_load_n(&cc[dev], __ATOMIC_ACQUIRE) : 0;
+    if (!c) {
+        int major = 0, minor = 0;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+            cudaGetLastError();
+            return 0;
+        }
+        c = 10 * major + minor;
+        if (dev < 64) __atomic_store_n(&cc[dev], c, __ATOMIC_RELEASE);
+    }
+    return c;
+}
 
 extern "C" fc_status fc_cuda_attn_workspace_size(const fc_problem *p, size_t *bytes) {
     *bytes = 0;
