@@ -20,6 +20,7 @@ extern "C" int fc_cuda_device_count(void) {
 }
 
 extern "C" int fc_cuda_splits(const fc_problem *p) { return fc_cuda_plan_splits(p); }
+
 // Compute capability of the current device as 10 major + minor (90: H100 / H200), 0 when there is none;
 // looked up once per device.
 extern "C" int fc_cuda_capability(void) {
