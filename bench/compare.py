@@ -1,7 +1,7 @@
 """compare.py — times flashc against torch SDPA (cuDNN and flash backends) on one Hopper GPU, in one process.
 
 usage: python3 bench/compare.py [--set decode|prefill|all|table] [--json PATH] [--png PATH] [--eager]
-                                [--samples N] [--warmup N] [--only SUBSTRING] [--fresh] [--flashc-only]
+                                [--samples N] [--warmup N] [--only SUBSTRING] [--fresh] [--flashc-only] [--kv-fp8]
 
 Shapes are the performance targets of docs/PERF.md: paged decode (page 16; batch 1, 8, 32, 128 x context
 1k, 8k, 32k; page 1 and 256 at batch 8 x 32k; 32 query heads over 8 KV heads, d 128, bf16) and prefill
@@ -223,10 +223,18 @@ def run_decode(name, p, args, l2, gen):
     sets = make_decode_inputs(p, n, gen)
     row = dict(name=name, kind="decode", params=p, sets=n, kv_bytes=kv_bytes,
                note="flashc paged (page %d); torch dense contiguous K/V" % p["page"])
+    fp8 = {}
+    if args.kv_fp8:  # flashc reads the cache in e4m3 (half the bytes; descales of one value, as vLLM passes them)
+        for s in sets:
+            s["kc"], s["vc"] = s["kc"].to(torch.float8_e4m3fn), s["vc"].to(torch.float8_e4m3fn)
+        one = torch.ones(1, device="cuda", dtype=torch.float32)
+        fp8 = dict(k_descale=one, v_descale=one)
+        row["flashc_kv_bytes"] = kv_bytes // 2
+        row["note"] = "flashc paged e4m3 cache (page %d); torch dense contiguous bf16 K/V" % p["page"]
 
     def flashc_calls(_mode):
         return [lambda s=s: flashc.flash_attn_with_kvcache(s["q"], s["kc"], s["vc"], cache_seqlens=s["seqlens"],
-                                                           block_table=s["table"]) for s in sets]
+                                                           block_table=s["table"], **fp8) for s in sets]
 
     def torch_calls(backend):
         return lambda mode: [sdpa_call(backend, s["q"], s["kd"], s["vd"], False, mode) for s in sets]
@@ -234,7 +242,7 @@ def run_decode(name, p, args, l2, gen):
     measure(row, args, flashc_calls, torch_calls, ["gqa", "expand"])
     for key in ("flashc", "cudnn", "flash"):
         ms = row[key]["ms"]
-        row[key]["gbps"] = kv_bytes / (ms * 1e-3) / 1e9 if ms else None
+        row[key]["gbps"] = row.get("%s_kv_bytes" % key, kv_bytes) / (ms * 1e-3) / 1e9 if ms else None
     return row
 
 
@@ -381,6 +389,8 @@ def run_child(name, args):
             cmd.append("--eager")
         if args.flashc_only:
             cmd.append("--flashc-only")
+        if args.kv_fp8:
+            cmd.append("--kv-fp8")
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         with open(path) as f:
             return json.load(f)["rows"][0]
@@ -399,6 +409,8 @@ def main():
     ap.add_argument("--no-ceiling", action="store_true", help=argparse.SUPPRESS)  # children of --fresh
     ap.add_argument("--flashc-only", action="store_true",
                     help="time flashc alone (A/B of flashc builds; the torch columns are n/a)")
+    ap.add_argument("--kv-fp8", action="store_true",
+                    help="decode: flashc reads an e4m3 cache (its GB/s count its own bytes; torch stays bf16)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--png", default=None)
     args = ap.parse_args()

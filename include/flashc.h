@@ -105,7 +105,8 @@
  * Dtypes: q, k, v, out, k_new, v_new share one dtype: FC_BF16 or FC_FP16 on every backend, FC_FP32 on
  * the CPU only.
  * FP8 caches: k and v may instead both be FC_E4M3 or FC_E5M2 (q, out, k_new, v_new keep
- * q's dtype; the CPU only, so far). A cache element e of sequence b, KV head h stands for
+ * q's dtype; CUDA so far: decode shapes, s_q x h_q / h_k <= 16 packed query rows, with d and d_v
+ * multiples of 16; other shapes return FC_ERR_UNSUPPORTED naming k). A cache element e of sequence b, KV head h stands for
  * e * k_descale[b][h] (v_descale for v): scores use those dequantised keys, P·V those values. An append
  * stores fp8(k_new / k_descale[b][h]) (after rotary), rounded to nearest even and saturated at the
  * format's largest finite value (448 for e4m3, 57344 for e5m2; NaN stays NaN).

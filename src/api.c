@@ -283,8 +283,6 @@ static fc_status shape_keys(const fc_attn_args *a, fc_problem *p) {
     int nd = varlen ? 3 : 4;
     p->kv_dtype = p->q_dtype != p->dtype ? p->q_dtype /* fp8 q: k and v of its format */
                 : is_present(k) && (k->dtype == FC_E4M3 || k->dtype == FC_E5M2) ? k->dtype : p->dtype;
-    if (p->kv_dtype != p->dtype && a->device == FC_DEVICE_CUDA)
-        return fc_fail(FC_ERR_UNSUPPORTED, "k", "dtype %s: fp8 caches run on the CPU only so far", dtype_name(k->dtype));
     TRY(check_data(k, "k", nd, p->kv_dtype, a->device));
     TRY(check_data(v, "v", nd, p->kv_dtype, a->device));
     TRY(shape_descale(a, p, &a->k_descale, "k_descale", &p->k_descale, &p->k_descale_sb, &p->k_descale_sh));

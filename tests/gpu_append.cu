@@ -44,6 +44,7 @@ static void twin_free(twin *t) {
 
 typedef struct append_case {
     fc_dtype dt;
+    fc_dtype kvt;        // the cache's dtype: dt, or FC_E4M3 / FC_E5M2 (quantised with k_descale / v_descale)
     fc_kv_layout layout;
     int page_size;
     int batch, h_k, d, d_v, s_new;
@@ -56,12 +57,13 @@ typedef struct append_case {
 
 static void run_case(const append_case *c, cudaStream_t stream) {
     uint64_t rng = c->seed;
-    size_t es = tu_esize(c->dt);
+    size_t es = tu_esize(c->kvt), nes = tu_esize(c->dt); // cache, new rows
     int B = c->batch, hk = c->h_k, d = c->d, dv = c->d_v, sn = c->s_new;
     int cap = sn + tu_randint(&rng, 0, 40); // keys per sequence (dense capacity / varlen length / paged use)
     char desc[160];
     static const char *LAY[3] = {"dense", "varlen", "paged"};
-    snprintf(desc, sizeof desc, "%s %s%s b%d hk%d d%d dv%d s_new%d rot%d%s%s pad%d", tu_dtype_name(c->dt),
+    snprintf(desc, sizeof desc, "%s%s%s %s%s b%d hk%d d%d dv%d s_new%d rot%d%s%s pad%d", tu_dtype_name(c->dt),
+             c->kvt != c->dt ? " cache " : "", c->kvt != c->dt ? tu_dtype_name(c->kvt) : "",
              LAY[c->layout], c->layout == FC_KV_PAGED ? (c->page_size == 1 ? "1" : c->page_size == 3 ? "3" : "16") : "",
              B, hk, d, dv, sn, c->rotary, c->rotary ? (c->rot_table_dtype ? " tab-dt" : " tab-f32") : "",
              c->rot_partial ? " partial" : "", c->pad);
@@ -70,7 +72,7 @@ static void run_case(const append_case *c, cudaStream_t stream) {
     memset(&p, 0, sizeof p);
     p.device = FC_DEVICE_CUDA;
     p.dtype = c->dt;
-    p.kv_dtype = c->dt; // the cache in the queries' dtype (fp8 caches: CUDA rejects them so far)
+    p.kv_dtype = c->kvt;
     p.k_batch = c->batch;
     p.batch = B; p.h_q = hk; p.h_k = hk; p.d = d; p.d_v = dv;
     p.s_q = 1;
@@ -119,13 +121,23 @@ static void run_case(const append_case *c, cudaStream_t stream) {
         for (int b = 0; b < B; b++) p.s_k = cu[b + 1] - cu[b] > p.s_k ? cu[b + 1] - cu[b] : p.s_k;
     }
     int64_t knhs = d + c->pad, vnhs = dv + c->pad;
-    twin kn = twin_make((size_t)B * sn * hk * knhs * es), vn = twin_make((size_t)B * sn * hk * vnhs * es);
+    twin kn = twin_make((size_t)B * sn * hk * knhs * nes), vn = twin_make((size_t)B * sn * hk * vnhs * nes);
     p.k_new.sh = knhs; p.k_new.sr = hk * knhs; p.k_new.sb = sn * p.k_new.sr;
     p.v_new.sh = vnhs; p.v_new.sr = hk * vnhs; p.v_new.sb = sn * p.v_new.sr;
-    for (size_t i = 0; i < k.bytes / es; i++) tu_store(k.host, c->dt, (int64_t)i, tu_normal(&rng));
-    for (size_t i = 0; i < v.bytes / es; i++) tu_store(v.host, c->dt, (int64_t)i, tu_normal(&rng));
-    for (size_t i = 0; i < kn.bytes / es; i++) tu_store(kn.host, c->dt, (int64_t)i, 4 * tu_normal(&rng));
-    for (size_t i = 0; i < vn.bytes / es; i++) tu_store(vn.host, c->dt, (int64_t)i, tu_normal(&rng));
+    for (size_t i = 0; i < k.bytes / es; i++) tu_store(k.host, c->kvt, (int64_t)i, tu_normal(&rng));
+    for (size_t i = 0; i < v.bytes / es; i++) tu_store(v.host, c->kvt, (int64_t)i, tu_normal(&rng));
+    for (size_t i = 0; i < kn.bytes / nes; i++) tu_store(kn.host, c->dt, (int64_t)i, 4 * tu_normal(&rng));
+    for (size_t i = 0; i < vn.bytes / nes; i++) tu_store(vn.host, c->dt, (int64_t)i, tu_normal(&rng));
+    // fp8 cache: descales per (b, h_k) in [1/4, 2], and some values past e4m3's 448 after the division
+    twin kds = twin_make(sizeof(float) * B * hk), vds = twin_make(sizeof(float) * B * hk);
+    for (int i = 0; i < B * hk; i++) {
+        ((float *)kds.host)[i] = (float)(0.25 + 1.75 * tu_uniform(&rng)) / (i % 5 == 0 ? 64.0f : 1.0f);
+        ((float *)vds.host)[i] = (float)(0.25 + 1.75 * tu_uniform(&rng));
+    }
+    if (c->kvt != c->dt) {
+        p.k_descale_sb = hk, p.k_descale_sh = 1, p.v_descale_sb = hk, p.v_descale_sh = 1;
+        twin_up(&kds), twin_up(&vds);
+    }
 
     // rotary tables (max_pos, rotary_dim/2), row stride padded by 2
     int rd = c->rot_partial ? d / 2 : d, half = rd / 2;
@@ -153,6 +165,7 @@ static void run_case(const append_case *c, cudaStream_t stream) {
     pd.cu_seqlens_k = c->layout == FC_KV_VARLEN ? (const int32_t *)cuk.dev : NULL;
     pd.page_table = c->layout == FC_KV_PAGED ? (const int32_t *)pt.dev : NULL;
     pd.k.data = k.dev; pd.v.data = v.dev; pd.k_new.data = kn.dev; pd.v_new.data = vn.dev;
+    if (c->kvt != c->dt) pd.k_descale = (const float *)kds.dev, pd.v_descale = (const float *)vds.dev;
     if (c->rotary) { pd.rotary_cos = rc.dev; pd.rotary_sin = rs.dev; }
     // host problem
     fc_problem ph = p;
@@ -161,6 +174,7 @@ static void run_case(const append_case *c, cudaStream_t stream) {
     ph.cu_seqlens_k = c->layout == FC_KV_VARLEN ? cu : NULL;
     ph.page_table = c->layout == FC_KV_PAGED ? ptab : NULL;
     ph.k.data = k.host; ph.v.data = v.host; ph.k_new.data = kn.host; ph.v_new.data = vn.host;
+    if (c->kvt != c->dt) ph.k_descale = (const float *)kds.host, ph.v_descale = (const float *)vds.host;
     if (c->rotary) { ph.rotary_cos = rc.host; ph.rotary_sin = rs.host; }
 
     fc_status st = fc_cuda_append(&pd, stream);
@@ -182,7 +196,7 @@ static void run_case(const append_case *c, cudaStream_t stream) {
     free(kg);
     free(vg);
     for (int i = 0; i < 8; i++) twin_free(all[i]);
-    twin_free(&rs);
+    twin_free(&rs), twin_free(&kds), twin_free(&vds);
 }
 
 int main(void) {
@@ -201,7 +215,7 @@ int main(void) {
             for (int rot = 0; rot < 3; rot++)
                 for (int k = 0; k < 2; k++, i++) {
                     append_case c;
-                    c.dt = DT[t];
+                    c.dt = c.kvt = DT[t];
                     c.layout = (fc_kv_layout)lay;
                     c.page_size = PS[i % 3];
                     c.batch = 1 + i % 4;
@@ -216,6 +230,27 @@ int main(void) {
                     c.seed = 500 + (uint64_t)i;
                     run_case(&c, stream);
                 }
+    // fp8 caches (e4m3, e5m2) under both dtypes: the quantising append, with and without rotary
+    for (int f = 0; f < 2; f++)
+        for (int lay = 0; lay < 3; lay++)
+            for (int rot = 0; rot < 3; rot += 2, i++) {
+                append_case c;
+                c.dt = DT[i % 2];
+                c.kvt = f ? FC_E5M2 : FC_E4M3;
+                c.layout = (fc_kv_layout)lay;
+                c.page_size = PS[i % 3];
+                c.batch = 1 + i % 4;
+                c.h_k = 1 + i % 3;
+                c.d = DS[i % 4];
+                c.d_v = DS[(i + 1) % 4];
+                c.s_new = 1 + i % 5;
+                c.rotary = rot;
+                c.rot_table_dtype = i % 2;
+                c.rot_partial = (i / 2) % 2;
+                c.pad = i % 3 == 1 ? 3 : 0;
+                c.seed = 900 + (uint64_t)i;
+                run_case(&c, stream);
+            }
     // nothing to append: no launch, FC_OK
     fc_problem p;
     memset(&p, 0, sizeof p);

@@ -313,8 +313,8 @@ static inline void cmp_row(const prob *P, const refs *R, const gpu_run *g, int b
 static inline void cmp_cache(const prob *P, const gpu_run *g, cmp *m) {
     const region *rs[2] = {&P->kc, &P->vc};
     const unsigned char *got[2] = {g->kc, g->vc};
-    size_t es = tu_esize(P->c.dt);
     for (int w = 0; w < 2; w++) {
+        size_t es = tu_esize(rs[w]->dt); /* the cache's dtype (fp8 caches: 1 byte) */
         const unsigned char *cpu = reg_host(P, rs[w]);
         for (int64_t i = 0; i < rs[w]->n; i++) {
             if (!memcmp(got[w] + i * es, cpu + i * es, es)) continue;

@@ -131,13 +131,13 @@ static fc_tensor new_tensor(prob *P, fc_dtype dt, int nd, const int64_t *shape, 
     memset(&t, 0, sizeof t);
     t.dtype = dt;
     t.ndim = nd;
-    int64_t st = 1;
+    int64_t st = 1, unit = P->o->pad && tu_esize(dt) == 1 ? 2 : 1; /* fp8 with pad 8: 16 bytes too */
     for (int k = nd - 1; k >= 0; k--) {
         t.shape[k] = shape[k];
         t.stride[k] = st;
-        st = st * shape[k] + (padded ? pad_of(P, k) : 0);
+        st = st * shape[k] + (padded ? unit * pad_of(P, k) : 0);
     }
-    int64_t n = t.shape[0] * t.stride[0] + (padded ? pad_of(P, -1) : 0);
+    int64_t n = t.shape[0] * t.stride[0] + (padded ? unit * pad_of(P, -1) : 0);
     if (n < 1) n = 1;
     int idx = palloc(P, (size_t)n * tu_esize(dt));
     t.data = P->mem[idx].host;

@@ -158,6 +158,15 @@ static inline void rc_fit(cfg *c) {
     }
 }
 
+/* fp8 caches, drawn last (the other axes of a seed stay as they were): on decode-shaped cases with whole
+ * 16-byte chunks of fp8 per row, the ones the CUDA decode kernel runs (s_q x h_q / h_k <= 16 packed rows). */
+static inline void rc_fp8(cfg *c, uint64_t *r) {
+    int decode = (int64_t)c->s_q * (c->h_q / c->h_k) <= 16;
+    if (!decode || c->d % 16 || c->d_v % 16 || c->layout == LAYOUT_PACKED || !rc_chance(r, 30)) return;
+    c->fp8 = rc_chance(r, 50) ? 1 : 2;
+    c->descale = tu_randint(r, 0, 2);
+}
+
 /* The case of a seed. */
 static inline void random_cfg(cfg *c, uint64_t seed) {
     uint64_t r = seed ^ 0x52414e444f4dull; /* its own stream: the values use rc_data_seed */
@@ -179,6 +188,7 @@ static inline void random_cfg(cfg *c, uint64_t seed) {
     rc_layout(c, &r);
     rc_splits(c, &r);
     rc_fit(c);
+    rc_fp8(c, &r);
 }
 
 static inline uint64_t rc_data_seed(uint64_t seed) { return seed * 0x9e3779b97f4a7c15ull + 0x1f0e3d2c; }

@@ -1514,8 +1514,8 @@ def torch_checks(torch, device):
         lambda x: torch.from_numpy(np.ascontiguousarray(x)).to(device=device, dtype=torch.bfloat16 if x.dtype == np.float32
                                                                  and x.ndim == 4 else None), torch.equal, np.float32)
     def fp8_cache():
-        """An e4m3 cache with k/v descales against the same cache dequantised into a bf16 one (on the CPU:
-        CUDA rejects fp8 caches so far, with FlashcError naming k_cache)."""
+        """An e4m3 cache with k/v descales against the same cache dequantised into an fp32 one (on the CPU);
+        CUDA runs it on the decode kernel and rejects prefill shapes so far, with FlashcError naming k_cache."""
         rng = np.random.default_rng(106)
         b, cap, h, hk, d = 2, 40, 4, 2, 64
         q = tt(rng.standard_normal((b, 1, h, d)), torch.bfloat16)
@@ -1524,15 +1524,18 @@ def torch_checks(torch, device):
         kds = tt(0.5 + rng.random((b, hk)), torch.float32)
         vds = tt(np.array([0.75]), torch.float32)  # one value for every (b, h_k), as vLLM passes it
         lens = torch.tensor([17, 33], dtype=torch.int32, device=device)
-        if device == "cuda":
-            return raises(FlashcError, "k_cache", flashc.flash_attn_with_kvcache, q, kc, vc, cache_seqlens=lens,
-                          k_descale=kds, v_descale=vds)
+        later = []
+        if device == "cuda":  # 16 query rows x 2 heads per KV head: a prefill shape
+            q16 = tt(rng.standard_normal((b, 16, h, d)), torch.bfloat16)
+            later.append(raises(FlashcError, "k_cache", flashc.flash_attn_with_kvcache, q16, kc, vc, cache_seqlens=lens,
+                                k_descale=kds, v_descale=vds))
         got = flashc.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens, k_descale=kds, v_descale=vds, causal=True)
-        kd = (kc.float() * kds[:, None, :, None]).to(torch.float32)
-        vd = (vc.float() * 0.75).to(torch.float32)
-        want = flashc.flash_attn_with_kvcache(q.float(), kd, vd, cache_seqlens=lens, causal=True)
-        err = (got.float() - want).abs().max().item()
-        return err < 2e-2, "e4m3 cache vs its dequantised fp32 copy: max err %.2e (bf16 out)" % err
+        kd = (kc.float() * kds[:, None, :, None]).to(torch.float32).cpu()
+        vd = (vc.float() * 0.75).to(torch.float32).cpu()
+        want = flashc.flash_attn_with_kvcache(q.float().cpu(), kd, vd, cache_seqlens=lens.cpu(), causal=True)
+        err = (got.float().cpu() - want).abs().max().item()
+        return combine((err < 2e-2, "e4m3 cache vs its dequantised fp32 copy on the CPU: max err %.2e (bf16 out)" % err),
+                       *later)
 
     def fp8_attention():
         """FP8 attention (q, k, v e4m3 with descales, bf16 out) against the dequantised fp32 call: within the

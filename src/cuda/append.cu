@@ -28,11 +28,25 @@ __device__ __forceinline__ void warp_copy_row(void *dst, int64_t dst_off, const 
     warp_copy_bytes((char *)dst + dst_off * es, (const char *)src + src_off * es, n * es, lane);
 }
 
-// One key row rotated at absolute position pos, as the CPU's fc_cpu_rotate + fc_store: every feature
-// goes through fp32 and is stored rounded once; pair m uses cos/sin (pos, m) and the unfused products
+// A new element x (fp32) into the cache: rounded to its dtype, or (fp8 cache) divided by the cache's
+// dequantisation scale and quantised, saturating (the CPU's store_row, bit for bit).
+__device__ __forceinline__ void store_new(const fc_problem *p, void *cache, int64_t off, float x, float descale) {
+    if (p->kv_dtype == p->dtype) fc_store(cache, p->dtype, off, x);
+    else fc_store(cache, p->kv_dtype, off, x / descale);
+}
+
+// One row of n new elements into an fp8 cache (the CPU's append_value): through fp32, quantised.
+__device__ __forceinline__ void warp_quantise_row(const fc_problem *p, void *cache, int64_t dst_off, const void *src,
+                                                  int64_t src_off, int n, float descale, int lane) {
+    for (int c = lane; c < n; c += 32) store_new(p, cache, dst_off + c, fc_load(src, p->dtype, src_off + c), descale);
+}
+
+// One key row rotated at absolute position pos, as the CPU's fc_cpu_rotate + store_row: every feature
+// goes through fp32 and is stored rounded (or quantised) once; pair m uses cos/sin (pos, m) and the
+// unfused products
 //   x0' = x0*c - x1*s,   x1' = x0*s + x1*c   (each product and sum rounded to fp32, no fma).
 __device__ __forceinline__ void warp_rotate_row(const fc_problem *p, int64_t dst_off, int64_t src_off, int pos,
-                                                int lane) {
+                                                float descale, int lane) {
     int half = p->rotary_dim / 2;
     int64_t trow = (int64_t)pos * p->rotary_sr;
     for (int m = lane; m < half; m += 32) {
@@ -42,11 +56,11 @@ __device__ __forceinline__ void warp_rotate_row(const fc_problem *p, int64_t dst
         int i1 = p->rotary_interleaved ? 2 * m + 1 : m + half;
         float x0 = fc_load(p->k_new.data, p->dtype, src_off + i0);
         float x1 = fc_load(p->k_new.data, p->dtype, src_off + i1);
-        fc_store(p->k.data, p->dtype, dst_off + i0, __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s)));
-        fc_store(p->k.data, p->dtype, dst_off + i1, __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c)));
+        store_new(p, p->k.data, dst_off + i0, __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s)), descale);
+        store_new(p, p->k.data, dst_off + i1, __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c)), descale);
     }
     for (int c = p->rotary_dim + lane; c < p->d; c += 32) // past rotary_dim: through fp32, as the CPU does
-        fc_store(p->k.data, p->dtype, dst_off + c, fc_load(p->k_new.data, p->dtype, src_off + c));
+        store_new(p, p->k.data, dst_off + c, fc_load(p->k_new.data, p->dtype, src_off + c), descale);
 }
 
 // grid: ceil(batch * s_new * h_k / APPEND_WARPS) blocks of APPEND_WARPS warps.
@@ -70,9 +84,15 @@ __global__ void __launch_bounds__(APPEND_WARPS * 32) append_kernel(fc_problem p)
     int64_t k_src = (int64_t)b * p.k_new.sb + (int64_t)t * p.k_new.sr + h * p.k_new.sh;
     int64_t v_src = (int64_t)b * p.v_new.sb + (int64_t)t * p.v_new.sr + h * p.v_new.sh;
 
-    if (p.rotary_cos) warp_rotate_row(&p, k_dst, k_src, rotary_pos_checked(p, b, s.pos0 + j), lane);
+    // fp8 cache: k_new / v_new quantised with the descale of (sequence b, KV head h), as the CPU does
+    float ks = p.k_descale ? p.k_descale[b * p.k_descale_sb + h * p.k_descale_sh] : 1.0f;
+    float vs = p.v_descale ? p.v_descale[b * p.v_descale_sb + h * p.v_descale_sh] : 1.0f;
+    bool fp8 = p.kv_dtype != p.dtype;
+    if (p.rotary_cos) warp_rotate_row(&p, k_dst, k_src, rotary_pos_checked(p, b, s.pos0 + j), ks, lane);
+    else if (fp8) warp_quantise_row(&p, p.k.data, k_dst, p.k_new.data, k_src, p.d, ks, lane);
     else warp_copy_row(p.k.data, k_dst, p.k_new.data, k_src, p.d, p.dtype, lane);
-    warp_copy_row(p.v.data, v_dst, p.v_new.data, v_src, p.d_v, p.dtype, lane);
+    if (fp8) warp_quantise_row(&p, p.v.data, v_dst, p.v_new.data, v_src, p.d_v, vs, lane);
+    else warp_copy_row(p.v.data, v_dst, p.v_new.data, v_src, p.d_v, p.dtype, lane);
     if (bad && lane == 0) report_sequence(p, b, bad);
 }
 

@@ -11,8 +11,9 @@
 // 3 stages (53 KB per warp at d 128): one warp per scheduler and ~128 KB of K/V requests in flight per SM.
 // KW = 2 (the warps merge in shared memory) when the tiles alone cannot fill the SMs: half the splits
 // (b32 x 1k: none, no merge kernel); KW = 1 otherwise (longer CTAs, half the waves: b128 x 1k 186 vs 193 us).
-template <typename T, int D, int DV, int KW> struct decode_cfg {
-    typedef fwd_cfg<T, D, DV, 1, 32, 3, 1, KW> type;
+// KV: an fp8 cache's byte (its blocks converted to T in shared memory as they land), else T.
+template <typename T, int D, int DV, int KW, typename KV = T> struct decode_cfg {
+    typedef fwd_cfg<T, D, DV, 1, 32, 3, 1, KW, KV> type;
 };
 // Prefill: the wgmma kernel (fwd_wgmma.cuh) at every head dim the dispatch names: 128-row tiles, key
 // blocks and Q buffers per head dims (wg_shape). d 96 runs on the d 128 kernel, its features past 96
@@ -189,15 +190,37 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
 
 // Kernels of head dims D, DV for p, whose d, d_v are these or (padded) smaller: both kernels zero-fill the
 // extra features of Q, K and V and store d_v output features.
+template <typename T, int D, int DV, typename KV = T>
+static fc_status launch_decode(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
+    typedef typename decode_cfg<T, D, DV, 1, KV>::type one;
+    if (tiles_of_problem(p, one::BM) < (int64_t)sm_count() * ctas_per_sm(one::SMEM_BYTES, one::THREADS))
+        return launch<typename decode_cfg<T, D, DV, 2, KV>::type>(p, ws, stream, info); // key warps
+    return launch<one>(p, ws, stream, info);
+}
+
 template <typename T, int D, int DV>
 static fc_status launch_dims(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
-    if (use_decode_cfg(p)) {
-        typedef typename decode_cfg<T, D, DV, 1>::type one;
-        if (tiles_of_problem(p, one::BM) < (int64_t)sm_count() * ctas_per_sm(one::SMEM_BYTES, one::THREADS))
-            return launch<typename decode_cfg<T, D, DV, 2>::type>(p, ws, stream, info); // key warps
-        return launch<one>(p, ws, stream, info);
-    }
+    if (use_decode_cfg(p)) return launch_decode<T, D, DV>(p, ws, stream, info);
     return launch<typename prefill_cfg<T, D, DV>::type>(p, ws, stream, info);
+}
+
+// fp8 caches (e4m3 / e5m2 under bf16 / fp16 queries): the decode kernel, whose stages hold the fp8 rows and
+// convert each block to T (fwd_kernel.cuh, convert_block), at kernel dims 64, 128 and 256 (the others padded
+// up to them); d and d_v multiples of 16 (whole 16-byte chunks of fp8). Prefill shapes: not yet.
+static fc_status dispatch_fp8(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
+    if (!use_decode_cfg(p))
+        return fc_fail(FC_ERR_UNSUPPORTED, "k", "fp8 caches run on CUDA for decode only so far (s_q x h_q / h_k <= 16 "
+                       "packed query rows; this call has %lld)", (long long)p->s_q * (p->h_q / p->h_k));
+    if (p->d % 16 || p->d_v % 16)
+        return fc_fail(FC_ERR_UNSUPPORTED, "k", "fp8 caches on CUDA need d and d_v multiples of 16 (d %d, d_v %d)", p->d,
+                       p->d_v);
+    int dim = p->d > p->d_v ? p->d : p->d_v;
+#define FC_FP8_DIMS(T)                                                                                        \
+    if (dim <= 64) return launch_decode<T, 64, 64, unsigned char>(p, ws, stream, info);                       \
+    if (dim <= 128) return launch_decode<T, 128, 128, unsigned char>(p, ws, stream, info);                    \
+    return launch_decode<T, 256, 256, unsigned char>(p, ws, stream, info);
+    if (p->dtype == FC_BF16) { FC_FP8_DIMS(__nv_bfloat16) } else { FC_FP8_DIMS(__half) }
+#undef FC_FP8_DIMS
 }
 
 // The one dispatch over dtype and head dims: launches, or (info != NULL) only reports the config.
@@ -207,6 +230,7 @@ static int kernel_dim(int d) { return d <= 64 ? 64 : d <= 96 ? 96 : d <= 128 ? 1
 // d = d_v of the five kernel dims and d 192 / d_v 128 have their own kernels; any other pair runs padded to
 // the kernel dim of max(d, d_v) (both kernels zero-fill the features past d and d_v).
 static fc_status dispatch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
+    if (p->kv_dtype != p->dtype) return dispatch_fp8(p, ws, stream, info);
 #define FC_DIMS(T)                                                                                 \
     if (p->d == 192 && p->d_v == 128) return launch_dims<T, 192, 128>(p, ws, stream, info);        \
     switch (kernel_dim(p->d > p->d_v ? p->d : p->d_v)) {                                           \
@@ -252,8 +276,9 @@ fc_status fc_cuda_describe(const fc_problem *p, char *buf, size_t n) {
                  "%d split%s", app, c.d, c.dv, c.tile_rows, tiles, c.bn, c.qbuf, c.qbuf == 1 ? "" : "s", splits,
                  splits == 1 ? "" : "s + merge");
     else
-        snprintf(buf, n, "cuda: %smma.sync decode (kernel d %d / d_v %d): %d-row tiles, %d key warp%s, %d-key blocks; %d split%s",
-                 app, c.d, c.dv, c.tile_rows, c.kw, c.kw == 1 ? "" : "s", c.bn, splits, splits == 1 ? "" : "s + merge");
+        snprintf(buf, n, "cuda: %smma.sync decode (kernel d %d / d_v %d%s): %d-row tiles, %d key warp%s, %d-key blocks; %d split%s",
+                 app, c.d, c.dv, p->kv_dtype != p->dtype ? ", fp8 cache converted per block" : "", c.tile_rows, c.kw,
+                 c.kw == 1 ? "" : "s", c.bn, splits, splits == 1 ? "" : "s + merge");
     return FC_OK;
 }
 

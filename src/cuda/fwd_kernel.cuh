@@ -13,6 +13,9 @@
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <type_traits>
 
 #include "cuda.cuh"
 #include "mask.cuh"
@@ -24,9 +27,12 @@
 // Prefill (NWARPS row warps): the warps split the tile's rows and share every K/V block. Decode
 // (NWARPS = 1, KW key warps): each warp takes every row of the tile against its own part of the keys,
 // through its own pipeline (stages, row table), and the warps merge their states at the end.
-template <typename T_, int D_, int DV_, int NWARPS_, int BN_, int STAGES_, int MT_, int KW_ = 1>
+// KV_: the cache's element type, T_ or (decode) an fp8 byte: the stages then hold the rows as stored and each
+// landed block is converted into one T tile pair (CVT_BYTES) that the MMAs read (convert_block).
+template <typename T_, int D_, int DV_, int NWARPS_, int BN_, int STAGES_, int MT_, int KW_ = 1, typename KV_ = T_>
 struct fwd_cfg {
     typedef T_ T;
+    typedef KV_ KV;
     static constexpr int D = D_, DV = DV_, NWARPS = NWARPS_, BN = BN_, STAGES = STAGES_, MT = MT_, KW = KW_;
     static constexpr int BM = 16 * MT * NWARPS, THREADS = 32 * NWARPS * KW;
     static constexpr int LOADERS = 32 * NWARPS;                               // threads sharing one pipeline
@@ -36,13 +42,20 @@ struct fwd_cfg {
     static constexpr int DCH = D / 8, DVCH = DV / 8;                          // 16-byte chunks per row
     static constexpr int DPITCH = (DCH + 7) / 8 * 8, DVPITCH = (DVCH + 7) / 8 * 8; // swizzled pitch (chunks)
     static constexpr int Q_BYTES = BM * DPITCH * 16;
-    static constexpr int K_BYTES = BN * DPITCH * 16, V_BYTES = BN * DVPITCH * 16;
-    static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
+    static constexpr int K_BYTES = BN * DPITCH * 16, V_BYTES = BN * DVPITCH * 16; // the tiles the MMAs read
+    static constexpr bool FP8 = sizeof(KV_) == 1;
+    static constexpr int KB = sizeof(KV_);                                    // bytes per K/V element as stored
+    static constexpr int DCH_KV = D * KB / 16, DVCH_KV = DV * KB / 16;       // 16-byte chunks per row as stored
+    static constexpr int DPITCH_KV = (DCH_KV + 7) / 8 * 8, DVPITCH_KV = (DVCH_KV + 7) / 8 * 8;
+    static constexpr int KS_BYTES = BN * DPITCH_KV * 16, VS_BYTES = BN * DVPITCH_KV * 16; // a block as stored
+    static constexpr int STAGE_BYTES = KS_BYTES + VS_BYTES;
+    static constexpr int CVT_BYTES = FP8 ? K_BYTES + V_BYTES : 0;           // fp8: the block converted to T
     static constexpr int ROWS_BYTES = 2 * BN * 8;                           // the row table (K and V)
-    static constexpr int PIPE_BYTES = STAGES * STAGE_BYTES + ROWS_BYTES;     // one pipeline: stages, row table
+    static constexpr int PIPE_BYTES = STAGES * STAGE_BYTES + CVT_BYTES + ROWS_BYTES; // one pipeline
     static constexpr int SMEM_BYTES = Q_BYTES + KW * PIPE_BYTES;
     static_assert(STAGES >= 2, "at least double buffering");
     static_assert(KW == 1 || NWARPS == 1, "key warps only in the one-row-warp (decode) config");
+    static_assert(KB == sizeof(T_) || (KB == 1 && D % 16 == 0 && DV % 16 == 0), "fp8 rows: whole 16-byte chunks");
 };
 
 // Pipelines of a config: fwd_cfg's have LOADERS threads and there are KW of them; other configs
@@ -193,12 +206,13 @@ __device__ __forceinline__ void write_row_table(const fc_problem &p, const fwd_t
     }
 }
 
-// One block of BN rows x CH chunks of K or V (the first `used` of them read), from the row table,
-// zero-filled past the end. When CH divides the thread count, each thread keeps one chunk column
-// (c = tid % CH) and walks rows tid / CH, + THREADS / CH, ...: a table read, an add and the copy per chunk.
+// One block of BN rows x CH 16-byte chunks of K or V (the first `used` of them read), from the row table
+// (element offsets; C::KB bytes each), zero-filled past the end. When CH divides the thread count, each thread
+// keeps one chunk column (c = tid % CH) and walks rows tid / CH, + THREADS / CH, ...: a table read, an add
+// and the copy per chunk.
 template <class C, int CH, int PITCH>
 __device__ __forceinline__ void load_kv(const void *base, const int64_t *rows, char *dst, int used) {
-    const typename C::T *src = (const typename C::T *)base;
+    const char *src = (const char *)base;
     if constexpr (C::LOADERS % CH == 0) {
         constexpr int STEP = C::LOADERS / CH;
         int c = pipe_tid<C>() % CH, r0 = pipe_tid<C>() / CH;
@@ -207,7 +221,7 @@ __device__ __forceinline__ void load_kv(const void *base, const int64_t *rows, c
         for (int r = r0; r < C::BN; r += STEP) {
             int64_t off = rows[r];
             bool valid = off >= 0 && col;
-            cp_async_16(dst + swz_offset(r, c, PITCH), src + (valid ? off + c * 8 : 0), valid);
+            cp_async_16(dst + swz_offset(r, c, PITCH), src + (valid ? off * C::KB + c * 16 : 0), valid);
         }
     } else {
 #pragma unroll 4
@@ -215,7 +229,7 @@ __device__ __forceinline__ void load_kv(const void *base, const int64_t *rows, c
             int row = i / CH, c = i % CH;
             int64_t off = rows[row];
             bool valid = off >= 0 && c < used;
-            cp_async_16(dst + swz_offset(row, c, PITCH), src + (valid ? off + c * 8 : 0), valid);
+            cp_async_16(dst + swz_offset(row, c, PITCH), src + (valid ? off * C::KB + c * 16 : 0), valid);
         }
     }
 }
@@ -232,8 +246,8 @@ __device__ __forceinline__ void issue_block(const fc_problem &p, const fwd_tile 
         L = L2;
         locate_rows<C>(p, t, it + 2, n_blocks, L2); // page-table reads two blocks ahead, in flight meanwhile
         pipe_sync<C>();
-        load_kv<C, C::DCH, C::DPITCH>(p.k.data, rows, stage, p.d / 8);
-        load_kv<C, C::DVCH, C::DVPITCH>(p.v.data, rows + C::BN, stage + C::K_BYTES, p.d_v / 8);
+        load_kv<C, C::DCH_KV, C::DPITCH_KV>(p.k.data, rows, stage, p.d * C::KB / 16);
+        load_kv<C, C::DVCH_KV, C::DVPITCH_KV>(p.v.data, rows + C::BN, stage + C::KS_BYTES, p.d_v * C::KB / 16);
     }
     cp_async_commit();
 }
@@ -265,7 +279,7 @@ __device__ void warm_first_blocks(const fc_problem &p, int splits) {
     fwd_tile_coords<C::BM, C::HEAD_MAJOR, C::KW>(p, splits, t);
     t.s = seqlen_peek(p, t.b);
     if (!fwd_tile_range<C::BM, C::BN, C::KW>(p, splits, t)) return;
-    int kbytes = p.d * (int)sizeof(typename C::T), vbytes = p.d_v * (int)sizeof(typename C::T); // per row
+    int kbytes = p.d * C::KB, vbytes = p.d_v * C::KB; // per row
     const char *kb = (const char *)p.k.data, *vb = (const char *)p.v.data;
     for (int it = 0; it < PF && it < t.n_hi - t.n_lo; it++)
         for (int r = pipe_tid<C>(); r < C::BN; r += C::LOADERS) {
@@ -277,13 +291,66 @@ __device__ void warm_first_blocks(const fc_problem &p, int splits) {
                 l.outer = min(max(__ldcg(p.page_table + t.b * p.page_table_sb + page), 0), p.num_pages - 1);
                 l.row = j - page * p.page_size;
             }
-            const char *k = kb + (fc_kv_offset(&p.k, l) + t.hk * p.k.sh) * sizeof(typename C::T);
-            const char *v = vb + (fc_kv_offset(&p.v, l) + t.hk * p.v.sh) * sizeof(typename C::T);
+            const char *k = kb + (fc_kv_offset(&p.k, l) + t.hk * p.k.sh) * C::KB;
+            const char *v = vb + (fc_kv_offset(&p.v, l) + t.hk * p.v.sh) * C::KB;
             for (int c = 0; c < kbytes; c += 128) prefetch_l2(k + c);
             if (kbytes % 128) prefetch_l2(k + kbytes - 1);
             for (int c = 0; c < vbytes; c += 128) prefetch_l2(v + c);
             if (vbytes % 128) prefetch_l2(v + vbytes - 1);
         }
+}
+
+// ---------------------------------------------------------------------------------------------
+// fp8 caches: a landed block (rows as stored, fp8) into the T tiles the MMAs read. Every e4m3 and e5m2
+// value is exactly an fp16 and a bf16 value, so the MMAs see the cache's values unrounded; the
+// dequantisation scales are applied to the scores and the output instead (k_descale in score_consts'
+// mul, v_descale in store_rows).
+
+// 16 fp8 values (one 16-byte chunk, element 0 in the low byte) as 16 T values in two 16-byte chunks.
+template <typename T, bool E5M2>
+__device__ __forceinline__ void fp8x16_to(uint4 x, uint4 &lo, uint4 &hi) {
+    const uint32_t in[4] = {x.x, x.y, x.z, x.w};
+    uint32_t out[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        __nv_fp8x2_storage_t two = (__nv_fp8x2_storage_t)(in[i / 2] >> (16 * (i % 2)));
+        __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(two, E5M2 ? __NV_E5M2 : __NV_E4M3);
+        if constexpr (sizeof(T) == 2 && std::is_same<T, __half>::value) {
+            out[i] = (uint32_t)h.x | (uint32_t)h.y << 16;
+        } else {
+            float2 f = __half22float2(__half2(h));
+            __nv_bfloat162 b = __float22bfloat162_rn(f);
+            out[i] = *(uint32_t *)&b;
+        }
+    }
+    lo = make_uint4(out[0], out[1], out[2], out[3]);
+    hi = make_uint4(out[4], out[5], out[6], out[7]);
+}
+
+// BN rows of CH fp8 chunks (swizzled pitch PIN) into BN rows of 2 CH T chunks (pitch POUT), by the
+// threads of this pipeline.
+template <class C, int CH, int PIN, int POUT, bool E5M2>
+__device__ __forceinline__ void convert_rows(const char *in, char *out) {
+#pragma unroll 4
+    for (int i = pipe_tid<C>(); i < C::BN * CH; i += C::LOADERS) {
+        int r = i / CH, c = i % CH;
+        uint4 lo, hi;
+        fp8x16_to<typename C::T, E5M2>(*(const uint4 *)(in + swz_offset(r, c, PIN)), lo, hi);
+        *(uint4 *)(out + swz_offset(r, 2 * c, POUT)) = lo;
+        *(uint4 *)(out + swz_offset(r, 2 * c + 1, POUT)) = hi;
+    }
+}
+
+// The K and V of a landed stage into the conversion tiles cvt (K at 0, V at K_BYTES).
+template <class C>
+__device__ __forceinline__ void convert_block(const fc_problem &p, const char *stage, char *cvt) {
+    if (p.kv_dtype == FC_E5M2) {
+        convert_rows<C, C::DCH_KV, C::DPITCH_KV, C::DPITCH, true>(stage, cvt);
+        convert_rows<C, C::DVCH_KV, C::DVPITCH_KV, C::DVPITCH, true>(stage + C::KS_BYTES, cvt + C::K_BYTES);
+    } else {
+        convert_rows<C, C::DCH_KV, C::DPITCH_KV, C::DPITCH, false>(stage, cvt);
+        convert_rows<C, C::DVCH_KV, C::DVPITCH_KV, C::DVPITCH, false>(stage + C::KS_BYTES, cvt + C::K_BYTES);
+    }
 }
 
 // Rotary on rows [m_lo, m_hi) of a Q tile in shared memory, by `threads` threads (this one is tid):
@@ -425,9 +492,10 @@ __device__ __forceinline__ void scores_block(const score_consts &c, const row_sc
 // ---------------------------------------------------------------------------------------------
 // Epilogue: normalised output (and lse) to out, or fp32 partials to the split workspace.
 
+// out_scale: v_descale of an fp8 cache (P·V ran on the values as stored), else 1.
 template <class C>
 __device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, float (*o)[C::DV / 8][4],
-                           const row_softmax *st) {
+                           const row_softmax *st, float out_scale = 1.0f) {
     typedef typename C::T T;
     int lane = threadIdx.x % 32;
 #pragma unroll
@@ -438,7 +506,7 @@ __device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws w
         int pm = t.m0 + slot_row<C>(k);
         if (pm >= t.packed_rows) continue;
         int r = pm / t.group, h = t.hk * t.group + pm % t.group;
-        float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        float inv = sum > 0.0f ? out_scale / sum : 0.0f;
         int64_t g = fc_global_row(&p, &t.s, t.b, r);
         if (ws.splits > 1) {
             float *dst = ws.part_out + (((int64_t)t.split * p.total_q + g) * p.h_q + h) * p.d_v;
@@ -510,7 +578,8 @@ template <class C>
 __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__ fc_problem p, fc_split_ws ws) {
     extern __shared__ __align__(128) char smem[];
     char *sq = smem, *stages = smem + C::Q_BYTES + (C::KW > 1 ? threadIdx.x / 32 : 0) * C::PIPE_BYTES;
-    int64_t *rows = (int64_t *)(stages + C::STAGES * C::STAGE_BYTES);
+    char *cvt = stages + C::STAGES * C::STAGE_BYTES; // fp8 caches: the block converted (CVT_BYTES)
+    int64_t *rows = (int64_t *)(cvt + C::CVT_BYTES);
     FC_STAMP(0);
     if constexpr (C::HEAD_MAJOR) warm_first_blocks<C, C::STAGES - 1>(p, ws.splits);
     pdl_wait();              // launched early (PDL): the previous kernel's writes are visible past here
@@ -521,6 +590,11 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         return;
     }
     score_consts sc = score_consts_of(p, t.s.s_q, t.s.s_k);
+    float out_scale = 1.0f; // fp8 caches: k_descale scales the scores, v_descale the output
+    if constexpr (C::FP8) {
+        if (p.k_descale) sc.mul *= p.k_descale[t.b * p.k_descale_sb + t.hk * p.k_descale_sh];
+        if (p.v_descale) out_scale = p.v_descale[t.b * p.v_descale_sb + t.hk * p.v_descale_sh];
+    }
 
     // This thread's rows: query row, ALiBi slope, sink.
     row_scores rs[C::ROWS];
@@ -576,7 +650,12 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         if (it == n_blocks - 1) FC_STAMP(2);
         int ahead = it + C::STAGES - 1;
         issue_block<C>(p, t, ahead, n_blocks, stages + (ahead % C::STAGES) * C::STAGE_BYTES, rows, locs, locs2, &bad);
-        const char *sk = stages + (it % C::STAGES) * C::STAGE_BYTES, *sv = sk + C::K_BYTES;
+        const char *sk = stages + (it % C::STAGES) * C::STAGE_BYTES, *sv = sk + C::KS_BYTES;
+        if constexpr (C::FP8) { // every thread of the pipeline is past block it - 1's reads of cvt (the sync above)
+            convert_block<C>(p, sk, cvt);
+            pipe_sync<C>();
+            sk = cvt, sv = cvt + C::K_BYTES;
+        }
         float s[C::MT][C::BN / 8][4];
         qk_block<C>(sq, qf, sk, s);
         float mul = 1.0f;
@@ -604,6 +683,6 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         merge_key_warps<C>(o, st, smem + C::Q_BYTES);
         if (t.kpart > 0) return;
     }
-    store_rows<C>(p, t, ws, o, st);
+    store_rows<C>(p, t, ws, o, st, out_scale);
     FC_STAMP(3);
 }
