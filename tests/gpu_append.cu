@@ -179,7 +179,7 @@ static void run_case(const append_case *c, cudaStream_t stream) {
 
     fc_status st = fc_cuda_append(&pd, stream);
     cuda_die(cudaStreamSynchronize(stream), "cudaStreamSynchronize after fc_cuda_append");
-    float *row = (float *)malloc(sizeof(float) * d);
+    float *row = (float *)malloc(sizeof(float) * (d > dv ? d : dv)); // a key or a value row (fc_cpu_append)
     fc_cpu_append(&ph, row);
     free(row);
 
