@@ -199,6 +199,24 @@ static void run_case(const append_case *c, cudaStream_t stream) {
     twin_free(&rs), twin_free(&kds), twin_free(&vds);
 }
 
+// Case i's shape (page size, batch, heads, head dims, partial rotary, all drawn from i), of dtype dt into a
+// cache of kvt, in layout lay with rotary mode rot; the caller sets s_new, the table dtype, pad and seed.
+static append_case case_shape(int i, fc_dtype dt, fc_dtype kvt, int lay, int rot) {
+    static const int DS[4] = {64, 128, 96, 256}, PS[3] = {1, 3, 16};
+    append_case c;
+    c.dt = dt;
+    c.kvt = kvt;
+    c.layout = (fc_kv_layout)lay;
+    c.page_size = PS[i % 3];
+    c.batch = 1 + i % 4;
+    c.h_k = 1 + i % 3;
+    c.d = DS[i % 4];
+    c.d_v = DS[(i + 1) % 4];
+    c.rotary = rot;
+    c.rot_partial = (i / 2) % 2;
+    return c;
+}
+
 int main(void) {
     if (!cuda_device_present()) {
         printf("gpu_append: no CUDA device: skipped, nothing passed\n");
@@ -208,24 +226,14 @@ int main(void) {
     cuda_die(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     printf("fc_cuda_append vs the CPU backend's append (byte for byte)\n");
     static const fc_dtype DT[2] = {FC_BF16, FC_FP16};
-    static const int DS[4] = {64, 128, 96, 256}, PS[3] = {1, 3, 16};
     int i = 0;
     for (int t = 0; t < 2; t++)
         for (int lay = 0; lay < 3; lay++)
             for (int rot = 0; rot < 3; rot++)
                 for (int k = 0; k < 2; k++, i++) {
-                    append_case c;
-                    c.dt = c.kvt = DT[t];
-                    c.layout = (fc_kv_layout)lay;
-                    c.page_size = PS[i % 3];
-                    c.batch = 1 + i % 4;
-                    c.h_k = 1 + i % 3;
-                    c.d = DS[i % 4];
-                    c.d_v = DS[(i + 1) % 4];
+                    append_case c = case_shape(i, DT[t], DT[t], lay, rot);
                     c.s_new = k ? 1 + i % 7 : 1;
-                    c.rotary = rot;
                     c.rot_table_dtype = k;
-                    c.rot_partial = (i / 2) % 2;
                     c.pad = (i % 3 == 1) ? 3 : (i % 3 == 2 ? 8 : 0);
                     c.seed = 500 + (uint64_t)i;
                     run_case(&c, stream);
@@ -234,19 +242,9 @@ int main(void) {
     for (int f = 0; f < 2; f++)
         for (int lay = 0; lay < 3; lay++)
             for (int rot = 0; rot < 3; rot += 2, i++) {
-                append_case c;
-                c.dt = DT[i % 2];
-                c.kvt = f ? FC_E5M2 : FC_E4M3;
-                c.layout = (fc_kv_layout)lay;
-                c.page_size = PS[i % 3];
-                c.batch = 1 + i % 4;
-                c.h_k = 1 + i % 3;
-                c.d = DS[i % 4];
-                c.d_v = DS[(i + 1) % 4];
+                append_case c = case_shape(i, DT[i % 2], f ? FC_E5M2 : FC_E4M3, lay, rot);
                 c.s_new = 1 + i % 5;
-                c.rotary = rot;
                 c.rot_table_dtype = i % 2;
-                c.rot_partial = (i / 2) % 2;
                 c.pad = i % 3 == 1 ? 3 : 0;
                 c.seed = 900 + (uint64_t)i;
                 run_case(&c, stream);
