@@ -1,6 +1,6 @@
 # ab.sh — flashc alone, builds of several trees side by side (A/B of a change), in rotating order.
 # usage (GPU machine, repo root, after make): AB_TREES="new:. old:DIR [name:DIR ...]" [AB_ROUNDS=2]
-#        [AB_SET=all] [AB_ONLY="SUBSTRING ..."] [AB_SAMPLES=20] sh bench/ab.sh
+#        [AB_SET=all] [AB_ONLY="SUBSTRING ..."] [AB_SAMPLES=20] [AB_FLAGS="--kv-fp8 ..."] sh bench/ab.sh
 # Builds every tree but the first (make -j all there, in parallel), then runs each tree's own
 # bench/compare.py --fresh --flashc-only (its binding, its library) once per round, the order rotated by one
 # each round so no tree always runs first; prints every run's table.
@@ -25,7 +25,7 @@ while [ "$r" -lt "$rounds" ]; do
         echo "== ab $name round $((r + 1))"
         for o in ${only:-""}; do # one compare.py per substring of AB_ONLY (or one over the whole set)
             FLASHC_LIB=$dir/build/libflashc.so PYTHONUNBUFFERED=1 python3 "$dir/bench/compare.py" --fresh --flashc-only \
-                --set "$set_" ${o:+--only "$o"} --samples "${AB_SAMPLES:-20}" 2>&1 | grep -E '^(decode|prefill)'
+                --set "$set_" ${o:+--only "$o"} --samples "${AB_SAMPLES:-20}" ${AB_FLAGS:-} 2>&1 | grep -E '^(decode|prefill)'
         done
     done
     r=$((r + 1))
