@@ -28,7 +28,9 @@
 // (NWARPS = 1, KW key warps): each warp takes every row of the tile against its own part of the keys,
 // through its own pipeline (stages, row table), and the warps merge their states at the end.
 // KV_: the cache's element type, T_ or (decode) an fp8 byte: the stages then hold the rows as stored and each
-// landed block is converted into one T tile pair (CVT_BYTES) that the MMAs read (convert_block).
+// landed block is converted into one M tile pair (CVT_BYTES) that the MMAs read (convert_block). M, the MMAs'
+// operand type: T, or fp16 for an fp8 cache (one conversion instruction per two fp8 values; bf16 queries are
+// converted to fp16 once per tile with a power-of-two scale, q_to_f16).
 template <typename T_, int D_, int DV_, int NWARPS_, int BN_, int STAGES_, int MT_, int KW_ = 1, typename KV_ = T_>
 struct fwd_cfg {
     typedef T_ T;
@@ -44,6 +46,7 @@ struct fwd_cfg {
     static constexpr int Q_BYTES = BM * DPITCH * 16;
     static constexpr int K_BYTES = BN * DPITCH * 16, V_BYTES = BN * DVPITCH * 16; // the tiles the MMAs read
     static constexpr bool FP8 = sizeof(KV_) == 1;
+    typedef typename std::conditional<FP8, __half, T_>::type M;               // the MMAs' operand type
     static constexpr int KB = sizeof(KV_);                                    // bytes per K/V element as stored
     static constexpr int DCH_KV = D * KB / 16, DVCH_KV = DV * KB / 16;       // 16-byte chunks per row as stored
     static constexpr int DPITCH_KV = (DCH_KV + 7) / 8 * 8, DVPITCH_KV = (DVCH_KV + 7) / 8 * 8;
@@ -335,7 +338,7 @@ __device__ __forceinline__ void convert_rows(const char *in, char *out) {
     for (int i = pipe_tid<C>(); i < C::BN * CH; i += C::LOADERS) {
         int r = i / CH, c = i % CH;
         uint4 lo, hi;
-        fp8x16_to<typename C::T, E5M2>(*(const uint4 *)(in + swz_offset(r, c, PIN)), lo, hi);
+        fp8x16_to<typename C::M, E5M2>(*(const uint4 *)(in + swz_offset(r, c, PIN)), lo, hi);
         *(uint4 *)(out + swz_offset(r, 2 * c, POUT)) = lo;
         *(uint4 *)(out + swz_offset(r, 2 * c + 1, POUT)) = hi;
     }
@@ -350,6 +353,54 @@ __device__ __forceinline__ void convert_block(const fc_problem &p, const char *s
     } else {
         convert_rows<C, C::DCH_KV, C::DPITCH_KV, C::DPITCH, false>(stage, cvt);
         convert_rows<C, C::DVCH_KV, C::DVPITCH_KV, C::DVPITCH, false>(stage + C::KS_BYTES, cvt + C::K_BYTES);
+    }
+}
+
+// bf16 queries against an fp8 cache: the Q tile (in shared memory, after rotary) converted in place to
+// fp16 times 2^a, a chosen so that the tile's largest |q| lands in [2^14, 2^15): exact for every element
+// down to 2^-24 of that largest (bf16 has 8 significant bits, fp16 11), and far below the bf16 rounding of
+// the scores below it. Returns 2^-a, the factor the scores take back (1 for fp16 queries: nothing to do).
+// Every thread of the CTA calls it (two barriers).
+template <class C>
+__device__ float q_to_f16(char *sq) {
+    if constexpr (std::is_same<typename C::T, typename C::M>::value) {
+        return 1.0f;
+    } else {
+        __shared__ float warp_max[32];
+        float mx = 0.0f;
+        for (int i = threadIdx.x; i < C::BM * C::DCH; i += C::THREADS) {
+            const __nv_bfloat162 *x = (const __nv_bfloat162 *)(sq + swz_offset(i / C::DCH, i % C::DCH, C::DPITCH));
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float2 f = __bfloat1622float2(x[e]);
+                mx = fmaxf(mx, fmaxf(fabsf(f.x), fabsf(f.y))); // NaN ignored; inf kept
+            }
+        }
+        for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = mx;
+        __syncthreads();
+        mx = 0.0f;
+        for (int w = 0; w < C::THREADS / 32; w++) mx = fmaxf(mx, warp_max[w]);
+        int e = 0;
+        if (mx > 0.0f && mx <= 3.4e38f) frexpf(mx, &e); // mx < 2^e
+        // 2^a, a = 15 - e in [-113, 64]: normal floats both ways (a tile whose largest |q| is under 2^-49
+        // keeps some of it in fp16's subnormals; under 2^-88 it is zeros, as are its scores to fp32's eye)
+        float up = ldexpf(1.0f, min(15 - e, 64));
+        if (mx == 0.0f || !(mx <= 3.4e38f)) up = 1.0f; // all zero, or an infinity: as they are
+        for (int i = threadIdx.x; i < C::BM * C::DCH; i += C::THREADS) {
+            uint4 *x = (uint4 *)(sq + swz_offset(i / C::DCH, i % C::DCH, C::DPITCH));
+            uint4 v = *x;
+            uint32_t *w = &v.x;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                float2 f = __bfloat1622float2(*(__nv_bfloat162 *)&w[k]);
+                __half2 h = __floats2half2_rn(f.x * up, f.y * up);
+                w[k] = *(uint32_t *)&h;
+            }
+            *x = v;
+        }
+        __syncthreads();
+        return 1.0f / up;
     }
 }
 
@@ -426,17 +477,17 @@ __device__ __forceinline__ void qk_block(const char *sq, const uint32_t (*qf)[4]
             ldmatrix_x4(b, sk + swz_offset(f2 * 16 + lane % 8 + 8 * (lane / 16), kk * 2 + (lane / 8) % 2, C::DPITCH));
 #pragma unroll
             for (int mt = 0; mt < C::MT; mt++) {
-                mma_16x8x16<typename C::T>(s[mt][2 * f2], a[mt], b);
-                mma_16x8x16<typename C::T>(s[mt][2 * f2 + 1], a[mt], b + 2);
+                mma_16x8x16<typename C::M>(s[mt][2 * f2], a[mt], b);
+                mma_16x8x16<typename C::M>(s[mt][2 * f2 + 1], a[mt], b + 2);
             }
         }
     }
 }
 
-// o += P(16 MT x BN, from s, rounded to T) · V(block).
+// o += P(16 MT x BN, from s, rounded to M) · V(block).
 template <class C>
 __device__ __forceinline__ void pv_block(const char *sv, float (*s)[C::BN / 8][4], float (*o)[C::DV / 8][4]) {
-    typedef typename C::T T;
+    typedef typename C::M T; // the MMAs' type
     int lane = threadIdx.x % 32;
 #pragma unroll
     for (int kk = 0; kk < C::BN / 16; kk++) {
@@ -635,6 +686,7 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
     }
     cp_async_wait<C::STAGES - 2>(); // Q landed with the first block's group (every thread's part of it) ...
     __syncthreads();                 // ... and is read by every warp: the one CTA-wide barrier of the loop
+    if constexpr (C::FP8) sc.mul *= q_to_f16<C>(sq); // bf16 queries: fp16 Q, its scale back in the scores
 
     // Scores need score_of only on masked blocks or with softcap / ALiBi; otherwise the raw dot products
     // go to the softmax, the scale folded into its exp2 FFMA.
