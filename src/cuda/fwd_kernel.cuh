@@ -52,7 +52,7 @@ struct fwd_cfg {
     static constexpr int DPITCH_KV = (DCH_KV + 7) / 8 * 8, DVPITCH_KV = (DVCH_KV + 7) / 8 * 8;
     static constexpr int KS_BYTES = BN * DPITCH_KV * 16, VS_BYTES = BN * DVPITCH_KV * 16; // a block as stored
     static constexpr int STAGE_BYTES = KS_BYTES + VS_BYTES;
-    static constexpr int CVT_BYTES = FP8 ? K_BYTES + V_BYTES : 0;           // fp8: the block converted to T
+    static constexpr int CVT_BYTES = FP8 ? K_BYTES + V_BYTES : 0;           // fp8: the block converted to M
     static constexpr int ROWS_BYTES = 2 * BN * 8;                           // the row table (K and V)
     static constexpr int PIPE_BYTES = STAGES * STAGE_BYTES + CVT_BYTES + ROWS_BYTES; // one pipeline
     static constexpr int SMEM_BYTES = Q_BYTES + KW * PIPE_BYTES;
@@ -304,33 +304,28 @@ __device__ void warm_first_blocks(const fc_problem &p, int splits) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// fp8 caches: a landed block (rows as stored, fp8) into the T tiles the MMAs read. Every e4m3 and e5m2
-// value is exactly an fp16 and a bf16 value, so the MMAs see the cache's values unrounded; the
+// fp8 caches: a landed block (rows as stored, fp8) into the fp16 tiles the MMAs read (C::M). Every e4m3
+// and e5m2 value is exactly an fp16 value, so the MMAs see the cache's values unrounded; the
 // dequantisation scales are applied to the scores and the output instead (k_descale in score_consts'
 // mul, v_descale in store_rows).
 
-// 16 fp8 values (one 16-byte chunk, element 0 in the low byte) as 16 T values in two 16-byte chunks.
-template <typename T, bool E5M2>
-__device__ __forceinline__ void fp8x16_to(uint4 x, uint4 &lo, uint4 &hi) {
+// 16 fp8 values (one 16-byte chunk, element 0 in the low byte) as 16 fp16 values in two 16-byte chunks:
+// one cvt.rn.f16x2 per pair.
+template <bool E5M2>
+__device__ __forceinline__ void fp8x16_to_f16(uint4 x, uint4 &lo, uint4 &hi) {
     const uint32_t in[4] = {x.x, x.y, x.z, x.w};
     uint32_t out[8];
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        __nv_fp8x2_storage_t two = (__nv_fp8x2_storage_t)(in[i / 2] >> (16 * (i % 2)));
-        __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(two, E5M2 ? __NV_E5M2 : __NV_E4M3);
-        if constexpr (sizeof(T) == 2 && std::is_same<T, __half>::value) {
-            out[i] = (uint32_t)h.x | (uint32_t)h.y << 16;
-        } else {
-            float2 f = __half22float2(__half2(h));
-            __nv_bfloat162 b = __float22bfloat162_rn(f);
-            out[i] = *(uint32_t *)&b;
-        }
+        __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(in[i / 2] >> (16 * (i % 2))),
+                                                   E5M2 ? __NV_E5M2 : __NV_E4M3);
+        out[i] = (uint32_t)h.x | (uint32_t)h.y << 16;
     }
     lo = make_uint4(out[0], out[1], out[2], out[3]);
     hi = make_uint4(out[4], out[5], out[6], out[7]);
 }
 
-// BN rows of CH fp8 chunks (swizzled pitch PIN) into BN rows of 2 CH T chunks (pitch POUT), by the
+// BN rows of CH fp8 chunks (swizzled pitch PIN) into BN rows of 2 CH fp16 chunks (pitch POUT), by the
 // threads of this pipeline.
 template <class C, int CH, int PIN, int POUT, bool E5M2>
 __device__ __forceinline__ void convert_rows(const char *in, char *out) {
@@ -338,7 +333,7 @@ __device__ __forceinline__ void convert_rows(const char *in, char *out) {
     for (int i = pipe_tid<C>(); i < C::BN * CH; i += C::LOADERS) {
         int r = i / CH, c = i % CH;
         uint4 lo, hi;
-        fp8x16_to<typename C::M, E5M2>(*(const uint4 *)(in + swz_offset(r, c, PIN)), lo, hi);
+        fp8x16_to_f16<E5M2>(*(const uint4 *)(in + swz_offset(r, c, PIN)), lo, hi);
         *(uint4 *)(out + swz_offset(r, 2 * c, POUT)) = lo;
         *(uint4 *)(out + swz_offset(r, 2 * c + 1, POUT)) = hi;
     }
