@@ -28,7 +28,9 @@
 // (NWARPS = 1, KW key warps): each warp takes every row of the tile against its own part of the keys,
 // through its own pipeline (stages, row table), and the warps merge their states at the end.
 // KV_: the cache's element type, T_ or (decode) an fp8 byte: the stages then hold the rows as stored and each
-// landed block is converted into one T tile pair (CVT_BYTES) that the MMAs read (convert_block).
+// landed block is converted into one M tile pair (CVT_BYTES) that the MMAs read (convert_block). M, the MMAs'
+// operand type: T, or fp16 for an fp8 cache (one conversion instruction per two fp8 values; bf16 queries are
+// converted to fp16 once per tile with a power-of-two scale, q_to_f16).
 template <typename T_, int D_, int DV_, int NWARPS_, int BN_, int STAGES_, int MT_, int KW_ = 1, typename KV_ = T_>
 struct fwd_cfg {
     typedef T_ T;
@@ -44,12 +46,13 @@ struct fwd_cfg {
     static constexpr int Q_BYTES = BM * DPITCH * 16;
     static constexpr int K_BYTES = BN * DPITCH * 16, V_BYTES = BN * DVPITCH * 16; // the tiles the MMAs read
     static constexpr bool FP8 = sizeof(KV_) == 1;
+    typedef typename std::conditional<FP8, __half, T_>::type M;               // the MMAs' operand type
     static constexpr int KB = sizeof(KV_);                                    // bytes per K/V element as stored
     static constexpr int DCH_KV = D * KB / 16, DVCH_KV = DV * KB / 16;       // 16-byte chunks per row as stored
     static constexpr int DPITCH_KV = (DCH_KV + 7) / 8 * 8, DVPITCH_KV = (DVCH_KV + 7) / 8 * 8;
     static constexpr int KS_BYTES = BN * DPITCH_KV * 16, VS_BYTES = BN * DVPITCH_KV * 16; // a block as stored
     static constexpr int STAGE_BYTES = KS_BYTES + VS_BYTES;
-    static constexpr int CVT_BYTES = FP8 ? K_BYTES + V_BYTES : 0;           // fp8: the block converted to T
+    static constexpr int CVT_BYTES = FP8 ? K_BYTES + V_BYTES : 0;           // fp8: the block converted to M
     static constexpr int ROWS_BYTES = 2 * BN * 8;                           // the row table (K and V)
     static constexpr int PIPE_BYTES = STAGES * STAGE_BYTES + CVT_BYTES + ROWS_BYTES; // one pipeline
     static constexpr int SMEM_BYTES = Q_BYTES + KW * PIPE_BYTES;
@@ -301,33 +304,28 @@ __device__ void warm_first_blocks(const fc_problem &p, int splits) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// fp8 caches: a landed block (rows as stored, fp8) into the T tiles the MMAs read. Every e4m3 and e5m2
-// value is exactly an fp16 and a bf16 value, so the MMAs see the cache's values unrounded; the
+// fp8 caches: a landed block (rows as stored, fp8) into the fp16 tiles the MMAs read (C::M). Every e4m3
+// and e5m2 value is exactly an fp16 value, so the MMAs see the cache's values unrounded; the
 // dequantisation scales are applied to the scores and the output instead (k_descale in score_consts'
 // mul, v_descale in store_rows).
 
-// 16 fp8 values (one 16-byte chunk, element 0 in the low byte) as 16 T values in two 16-byte chunks.
-template <typename T, bool E5M2>
-__device__ __forceinline__ void fp8x16_to(uint4 x, uint4 &lo, uint4 &hi) {
+// 16 fp8 values (one 16-byte chunk, element 0 in the low byte) as 16 fp16 values in two 16-byte chunks:
+// one cvt.rn.f16x2 per pair.
+template <bool E5M2>
+__device__ __forceinline__ void fp8x16_to_f16(uint4 x, uint4 &lo, uint4 &hi) {
     const uint32_t in[4] = {x.x, x.y, x.z, x.w};
     uint32_t out[8];
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        __nv_fp8x2_storage_t two = (__nv_fp8x2_storage_t)(in[i / 2] >> (16 * (i % 2)));
-        __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(two, E5M2 ? __NV_E5M2 : __NV_E4M3);
-        if constexpr (sizeof(T) == 2 && std::is_same<T, __half>::value) {
-            out[i] = (uint32_t)h.x | (uint32_t)h.y << 16;
-        } else {
-            float2 f = __half22float2(__half2(h));
-            __nv_bfloat162 b = __float22bfloat162_rn(f);
-            out[i] = *(uint32_t *)&b;
-        }
+        __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(in[i / 2] >> (16 * (i % 2))),
+                                                   E5M2 ? __NV_E5M2 : __NV_E4M3);
+        out[i] = (uint32_t)h.x | (uint32_t)h.y << 16;
     }
     lo = make_uint4(out[0], out[1], out[2], out[3]);
     hi = make_uint4(out[4], out[5], out[6], out[7]);
 }
 
-// BN rows of CH fp8 chunks (swizzled pitch PIN) into BN rows of 2 CH T chunks (pitch POUT), by the
+// BN rows of CH fp8 chunks (swizzled pitch PIN) into BN rows of 2 CH fp16 chunks (pitch POUT), by the
 // threads of this pipeline.
 template <class C, int CH, int PIN, int POUT, bool E5M2>
 __device__ __forceinline__ void convert_rows(const char *in, char *out) {
@@ -335,7 +333,7 @@ __device__ __forceinline__ void convert_rows(const char *in, char *out) {
     for (int i = pipe_tid<C>(); i < C::BN * CH; i += C::LOADERS) {
         int r = i / CH, c = i % CH;
         uint4 lo, hi;
-        fp8x16_to<typename C::T, E5M2>(*(const uint4 *)(in + swz_offset(r, c, PIN)), lo, hi);
+        fp8x16_to_f16<E5M2>(*(const uint4 *)(in + swz_offset(r, c, PIN)), lo, hi);
         *(uint4 *)(out + swz_offset(r, 2 * c, POUT)) = lo;
         *(uint4 *)(out + swz_offset(r, 2 * c + 1, POUT)) = hi;
     }
@@ -350,6 +348,54 @@ __device__ __forceinline__ void convert_block(const fc_problem &p, const char *s
     } else {
         convert_rows<C, C::DCH_KV, C::DPITCH_KV, C::DPITCH, false>(stage, cvt);
         convert_rows<C, C::DVCH_KV, C::DVPITCH_KV, C::DVPITCH, false>(stage + C::KS_BYTES, cvt + C::K_BYTES);
+    }
+}
+
+// bf16 queries against an fp8 cache: the Q tile (in shared memory, after rotary) converted in place to
+// fp16 times 2^a, a chosen so that the tile's largest |q| lands in [2^14, 2^15): exact for every element
+// down to 2^-24 of that largest (bf16 has 8 significant bits, fp16 11), and far below the bf16 rounding of
+// the scores below it. Returns 2^-a, the factor the scores take back (1 for fp16 queries: nothing to do).
+// Every thread of the CTA calls it (two barriers).
+template <class C>
+__device__ float q_to_f16(char *sq) {
+    if constexpr (std::is_same<typename C::T, typename C::M>::value) {
+        return 1.0f;
+    } else {
+        __shared__ float warp_max[32];
+        float mx = 0.0f;
+        for (int i = threadIdx.x; i < C::BM * C::DCH; i += C::THREADS) {
+            const __nv_bfloat162 *x = (const __nv_bfloat162 *)(sq + swz_offset(i / C::DCH, i % C::DCH, C::DPITCH));
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float2 f = __bfloat1622float2(x[e]);
+                mx = fmaxf(mx, fmaxf(fabsf(f.x), fabsf(f.y))); // NaN ignored; inf kept
+            }
+        }
+        for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = mx;
+        __syncthreads();
+        mx = 0.0f;
+        for (int w = 0; w < C::THREADS / 32; w++) mx = fmaxf(mx, warp_max[w]);
+        int e = 0;
+        if (mx > 0.0f && mx <= 3.4e38f) frexpf(mx, &e); // mx < 2^e
+        // 2^a, a = 15 - e in [-113, 64]: normal floats both ways (a tile whose largest |q| is under 2^-49
+        // keeps some of it in fp16's subnormals; under 2^-88 it is zeros, as are its scores to fp32's eye)
+        float up = ldexpf(1.0f, min(15 - e, 64));
+        if (mx == 0.0f || !(mx <= 3.4e38f)) up = 1.0f; // all zero, or an infinity: as they are
+        for (int i = threadIdx.x; i < C::BM * C::DCH; i += C::THREADS) {
+            uint4 *x = (uint4 *)(sq + swz_offset(i / C::DCH, i % C::DCH, C::DPITCH));
+            uint4 v = *x;
+            uint32_t *w = &v.x;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                float2 f = __bfloat1622float2(*(__nv_bfloat162 *)&w[k]);
+                __half2 h = __floats2half2_rn(f.x * up, f.y * up);
+                w[k] = *(uint32_t *)&h;
+            }
+            *x = v;
+        }
+        __syncthreads();
+        return 1.0f / up;
     }
 }
 
@@ -426,17 +472,17 @@ __device__ __forceinline__ void qk_block(const char *sq, const uint32_t (*qf)[4]
             ldmatrix_x4(b, sk + swz_offset(f2 * 16 + lane % 8 + 8 * (lane / 16), kk * 2 + (lane / 8) % 2, C::DPITCH));
 #pragma unroll
             for (int mt = 0; mt < C::MT; mt++) {
-                mma_16x8x16<typename C::T>(s[mt][2 * f2], a[mt], b);
-                mma_16x8x16<typename C::T>(s[mt][2 * f2 + 1], a[mt], b + 2);
+                mma_16x8x16<typename C::M>(s[mt][2 * f2], a[mt], b);
+                mma_16x8x16<typename C::M>(s[mt][2 * f2 + 1], a[mt], b + 2);
             }
         }
     }
 }
 
-// o += P(16 MT x BN, from s, rounded to T) · V(block).
+// o += P(16 MT x BN, from s, rounded to M) · V(block).
 template <class C>
 __device__ __forceinline__ void pv_block(const char *sv, float (*s)[C::BN / 8][4], float (*o)[C::DV / 8][4]) {
-    typedef typename C::T T;
+    typedef typename C::M T; // the MMAs' type
     int lane = threadIdx.x % 32;
 #pragma unroll
     for (int kk = 0; kk < C::BN / 16; kk++) {
@@ -635,6 +681,7 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
     }
     cp_async_wait<C::STAGES - 2>(); // Q landed with the first block's group (every thread's part of it) ...
     __syncthreads();                 // ... and is read by every warp: the one CTA-wide barrier of the loop
+    if constexpr (C::FP8) sc.mul *= q_to_f16<C>(sq); // bf16 queries: fp16 Q, its scale back in the scores
 
     // Scores need score_of only on masked blocks or with softcap / ALiBi; otherwise the raw dot products
     // go to the softmax, the scale folded into its exp2 FFMA.
