@@ -26,14 +26,13 @@ template <typename T> struct prefill_cfg<T, 96, 96> {
     typedef wg_cfg<T, 128, 128> type;
 };
 
-// Query tiles per CTA: wg_cfg's CTAs take TILES tiles each (fwd_wgmma.cuh, wg_tile_of), others one.
-template <class C> struct tiles_of {
-    static constexpr int n = 1;
-    static constexpr bool wg = false;
+// The wgmma kernel's configs (a persistent grid walking the work units, fwd_wgmma.cuh wg_tile_at) and the
+// others (one tile per CTA).
+template <class C> struct is_wg {
+    static constexpr bool value = false;
 };
-template <typename T, int D, int DV> struct tiles_of<wg_cfg<T, D, DV>> {
-    static constexpr int n = wg_cfg<T, D, DV>::TILES;
-    static constexpr bool wg = true;
+template <typename T, int D, int DV> struct is_wg<wg_cfg<T, D, DV>> {
+    static constexpr bool value = true;
 };
 
 // cuTensorMapEncodeTiled from the driver (no link to libcuda), or NULL.
@@ -155,27 +154,32 @@ static fc_status allow_smem(K kernel, int bytes) {
 template <class C>
 static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (info) {
-        *info = cfg_info{C::BM * tiles_of<C>::n, C::BN, C::SMEM_BYTES, C::THREADS, pipe_of<C>::kw,
-                         tiles_of<C>::wg, C::D, C::DV, C::BM, qbuf_of<C>::n};
+        *info = cfg_info{C::BM, C::BN, C::SMEM_BYTES, C::THREADS, pipe_of<C>::kw, is_wg<C>::value, C::D, C::DV, C::BM,
+                         qbuf_of<C>::n};
         return FC_OK;
     }
     int group = p->h_q / p->h_k;
-    int64_t m_tiles = ((int64_t)p->s_q * group + C::BM * tiles_of<C>::n - 1) / (C::BM * tiles_of<C>::n);
+    int64_t m_tiles = ((int64_t)p->s_q * group + C::BM - 1) / C::BM;
     int64_t z = (int64_t)p->batch * p->h_k, x_major = m_tiles * ws.splits * p->h_k;
     if (m_tiles == 0 || z == 0) return FC_OK;
-    bool fits = C::HEAD_MAJOR ? x_major <= 0x7fffffff && p->batch <= 65535
-                              : m_tiles <= 0x7fffffff && z <= 65535 && ws.splits <= 65535;
-    if (!fits)
-        return fc_fail(FC_ERR_UNSUPPORTED, "q", "grid too large for the CUDA kernel (%lld tiles x %d splits x %lld)",
-                       (long long)m_tiles, ws.splits, (long long)z);
-    dim3 grid = C::HEAD_MAJOR ? dim3((unsigned)x_major, (unsigned)p->batch, 1)
-                              : dim3((unsigned)m_tiles, (unsigned)ws.splits, (unsigned)z);
-    if constexpr (tiles_of<C>::wg) {
+    if constexpr (is_wg<C>::value) {
+        int64_t units = m_tiles * ws.splits * z, ctas = (int64_t)sm_count() * ctas_per_sm(C::SMEM_BYTES, C::THREADS);
+        if (units > 0x7fffffff)
+            return fc_fail(FC_ERR_UNSUPPORTED, "q", "too many work units for the CUDA kernel (%lld tiles x %d splits x %lld)",
+                           (long long)m_tiles, ws.splits, (long long)z);
         fc_status st = allow_smem<C>(fwd_wgmma_kernel<C>, C::SMEM_BYTES);
         if (st != FC_OK) return st;
+        dim3 grid((unsigned)(units < ctas ? units : ctas)); // persistent: each CTA walks units (wg_tile_at)
         fwd_wgmma_kernel<C><<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, wg_tma_of<C>(p));
         FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
     } else {
+        bool fits = C::HEAD_MAJOR ? x_major <= 0x7fffffff && p->batch <= 65535
+                                  : m_tiles <= 0x7fffffff && z <= 65535 && ws.splits <= 65535;
+        if (!fits)
+            return fc_fail(FC_ERR_UNSUPPORTED, "q", "grid too large for the CUDA kernel (%lld tiles x %d splits x %lld)",
+                           (long long)m_tiles, ws.splits, (long long)z);
+        dim3 grid = C::HEAD_MAJOR ? dim3((unsigned)x_major, (unsigned)p->batch, 1)
+                                  : dim3((unsigned)m_tiles, (unsigned)ws.splits, (unsigned)z);
         void (*kernel)(const fc_problem, fc_split_ws) = fwd_kernel<C>;
         fc_status st = allow_smem<C>(kernel, C::SMEM_BYTES);
         if (st != FC_OK) return st;
@@ -269,11 +273,11 @@ fc_status fc_cuda_describe(const fc_problem *p, char *buf, size_t n) {
     fc_split_ws none = {1, NULL, NULL};
     fc_status st = dispatch(p, none, 0, &c);
     if (st != FC_OK) return st;
-    int splits = fc_cuda_plan_splits(p), tiles = c.rows / c.tile_rows;
+    int splits = fc_cuda_plan_splits(p);
     const char *app = p->k_new.data && p->s_new > 0 ? "append, then " : "";
     if (c.wg)
-        snprintf(buf, n, "cuda: %swgmma prefill (kernel d %d / d_v %d): %d-row tiles, %d per CTA, %d-key blocks, %d Q buffer%s; "
-                 "%d split%s", app, c.d, c.dv, c.tile_rows, tiles, c.bn, c.qbuf, c.qbuf == 1 ? "" : "s", splits,
+        snprintf(buf, n, "cuda: %swgmma prefill (kernel d %d / d_v %d): %d-row tiles walked by persistent CTAs, %d-key "
+                 "blocks, %d Q buffer%s; %d split%s", app, c.d, c.dv, c.tile_rows, c.bn, c.qbuf, c.qbuf == 1 ? "" : "s", splits,
                  splits == 1 ? "" : "s + merge");
     else
         snprintf(buf, n, "cuda: %smma.sync decode (kernel d %d / d_v %d%s): %d-row tiles, %d key warp%s, %d-key blocks; %d split%s",

@@ -44,7 +44,6 @@ template <typename T_, int D_, int DV_>
 struct wg_cfg {
     typedef T_ T;
     static constexpr int D = D_, DV = DV_, BN = wg_shape<D, DV>::BN, STAGES = 2, CONSUMERS = 2;
-    static constexpr int TILES = 4;                                  // query tiles per CTA (wg_tile_of)
     static constexpr int QBUF = wg_shape<D, DV>::QBUF;               // Q buffers, a ring over the tiles
     static constexpr bool LAZY = wg_shape<D, DV>::LAZY;              // lazy rescale (softmax_update)
     static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
@@ -99,16 +98,33 @@ __device__ __forceinline__ wg_smem wg_smem_of(char *raw) {
     return s;
 }
 
-// Tile k (0 .. TILES - 1) of this CTA: CTA x of X = gridDim.x takes query tiles x, 2X - 1 - x, 2X + x,
-// ... (a snake), so under a causal mask each pair of its tiles adds up to about the same number of key
-// blocks; the tiles of a CTA share (sequence, KV head), so K/V stays in L2. Otherwise as fwd_tile_of.
+// The persistent schedule: the grid's X CTAs (one per SM) walk the work units (query tile, split, sequence
+// and KV head) g = x, x + X, x + 2X, ... of one fixed order, the same in the producer and the consumers, so
+// the pipeline runs on from one tile into the next for the CTA's whole life. Under a causal mask or a window
+// the longest tiles come first (query tiles from the last down, every head's and split's at each level: the
+// last round holds the shortest, LPT); otherwise a (sequence, KV head)'s tiles are consecutive, so the CTAs
+// running at once share its K/V in L2.
+__device__ __forceinline__ int64_t wg_unit_count(const fc_problem &p, int splits, int bm) {
+    int64_t m = ((int64_t)p.s_q * (p.h_q / p.h_k) + bm - 1) / bm;
+    return m * splits * p.batch * p.h_k;
+}
+
+// Unit g's tile: false when it has no rows (a varlen sequence shorter than the longest). Otherwise as
+// fwd_tile_of.
 template <class C>
-__device__ __forceinline__ bool wg_tile_of(const fc_problem &p, int splits, int k, fwd_tile &t) {
-    int x = blockIdx.x, X = gridDim.x;
-    t.m0 = (k % 2 ? (k + 1) * X - 1 - x : k * X + x) * C::BM;
-    t.split = blockIdx.y;
-    t.hk = blockIdx.z % p.h_k;
-    t.b = blockIdx.z / p.h_k;
+__device__ __forceinline__ bool wg_tile_at(const fc_problem &p, int splits, int64_t g, fwd_tile &t) {
+    int64_t m = ((int64_t)p.s_q * (p.h_q / p.h_k) + C::BM - 1) / C::BM, z = (int64_t)p.batch * p.h_k, mi, zi;
+    if (p.window_left >= 0 || p.window_right >= 0) { // level-major, the last query tiles first
+        mi = m - 1 - g / (splits * z);
+        zi = g % (splits * z) / splits;
+    } else { // head-major
+        zi = g / (m * splits);
+        mi = g % (m * splits) / splits;
+    }
+    t.split = (int)(g % splits);
+    t.m0 = (int)mi * C::BM;
+    t.hk = (int)(zi % p.h_k);
+    t.b = (int)(zi / p.h_k);
     t.group = p.h_q / p.h_k;
     t.bad = 0;
     t.s = seqlen_checked(p, t.b, &t.bad);
@@ -280,11 +296,14 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
 template <class C>
 __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
     int tid = threadIdx.x - 128 * C::CONSUMERS, pos = 0, uses0 = 0, uses1 = 0; // scalars: an array would live in local memory
-    int bad = 0, b = 0, lengths = 0; // FC_BAD_*: what is wrong with the CTA's sequence b (reported at the end)
-    for (int k = 0; k < C::TILES; k++) {
+    int bad = 0, bad_b = -1; // FC_BAD_*: what is wrong with sequence bad_b, the first flagged (reported at the end)
+    int64_t units = wg_unit_count(p, ws.splits, C::BM);
+    for (int k = 0; blockIdx.x + (int64_t)k * gridDim.x < units; k++) {
         fwd_tile t;
-        bool some = wg_tile_of<C>(p, ws.splits, k, t);
-        bad |= tid == 0 ? t.bad : 0, b = t.b, lengths |= t.bad;
+        bool some = wg_tile_at<C>(p, ws.splits, blockIdx.x + (int64_t)k * gridDim.x, t);
+        if (t.bad && t.m0 == 0 && t.split == 0 && t.hk == 0) clear_cut_rows(p, ws, t.b, tid, 128); // once per b
+        if (t.bad && bad_b < 0) bad_b = t.b;
+        bad |= tid == 0 ? t.bad : 0;
         if (!some || t.n_hi == t.n_lo) continue;
         // Every producer thread is done reading the previous tile's row tables before any writes this
         // tile's (a TMA tile writes a table only for its partial last block, so no per-block barrier
@@ -298,11 +317,11 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
             wg_produce_rows<C>(p, t, sm, tid, pos, &bad);
         else
             wg_produce_blocks<C>(p, t, sm, tm, tid, pos, &bad);
+        if (bad && bad_b < 0) bad_b = t.b;
         pos += t.n_hi - t.n_lo;
     }
     cp_async_wait<0>();
-    if (bad) report_sequence(p, b, bad);
-    if (lengths && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z % p.h_k == 0) clear_cut_rows(p, ws, b, tid, 128);
+    if (bad) report_sequence(p, bad_b, bad);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -542,9 +561,10 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
 template <class C>
 __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm) {
     int pos = 0, uses0 = 0, uses1 = 0; // tiles through Q buffers 0 and 1
-    for (int k = 0; k < C::TILES; k++) {
+    int64_t units = wg_unit_count(p, ws.splits, C::BM);
+    for (int k = 0; blockIdx.x + (int64_t)k * gridDim.x < units; k++) {
         fwd_tile t;
-        if (!wg_tile_of<C>(p, ws.splits, k, t)) continue;
+        if (!wg_tile_at<C>(p, ws.splits, blockIdx.x + (int64_t)k * gridDim.x, t)) continue;
         int qb = k % C::QBUF;
         wg_consume_tile<C>(p, t, ws, sm, k, qb ? uses1 : uses0, pos);
         if (t.n_hi > t.n_lo) (qb ? uses1 : uses0)++; // the producer loads Q only for tiles with key blocks
@@ -553,7 +573,7 @@ __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &s
 }
 
 // ---------------------------------------------------------------------------------------------
-// The kernel. Grid: (packed-row tiles / TILES, splits, batch * h_k). Block: 128 (CONSUMERS + 1) threads.
+// The kernel. Grid: min(work units, SMs) persistent CTAs (wg_tile_at). Block: 128 (CONSUMERS + 1) threads.
 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_constant__ fc_problem p, fc_split_ws ws,
