@@ -151,6 +151,21 @@ static fc_status allow_smem(K kernel, int bytes) {
     return FC_OK;
 }
 
+// CTAs of the kernel (at `bytes` of shared memory, C::THREADS threads) resident on one SM at once, asked of
+// the runtime once (registers count: the wgmma kernel's setmaxnreg budget leaves room for one).
+template <class C, class K>
+static fc_status resident_per_sm(K kernel, int bytes, int *n) {
+    static int cached; // 0: not asked yet
+    int c = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
+    if (c == 0) {
+        FC_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c, kernel, C::THREADS, bytes));
+        if (c < 1) c = 1;
+        __atomic_store_n(&cached, c, __ATOMIC_RELEASE);
+    }
+    *n = c;
+    return FC_OK;
+}
+
 template <class C>
 static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (info) {
@@ -163,12 +178,15 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
     int64_t z = (int64_t)p->batch * p->h_k, x_major = m_tiles * ws.splits * p->h_k;
     if (m_tiles == 0 || z == 0) return FC_OK;
     if constexpr (is_wg<C>::value) {
-        int64_t units = m_tiles * ws.splits * z, ctas = (int64_t)sm_count() * ctas_per_sm(C::SMEM_BYTES, C::THREADS);
+        int64_t units = m_tiles * ws.splits * z;
         if (units > 0x7fffffff)
             return fc_fail(FC_ERR_UNSUPPORTED, "q", "too many work units for the CUDA kernel (%lld tiles x %d splits x %lld)",
                            (long long)m_tiles, ws.splits, (long long)z);
+        int per_sm = 1;
         fc_status st = allow_smem<C>(fwd_wgmma_kernel<C>, C::SMEM_BYTES);
+        if (st == FC_OK) st = resident_per_sm<C>(fwd_wgmma_kernel<C>, C::SMEM_BYTES, &per_sm);
         if (st != FC_OK) return st;
+        int64_t ctas = (int64_t)sm_count() * per_sm;
         dim3 grid((unsigned)(units < ctas ? units : ctas)); // persistent: each CTA walks units (wg_tile_at)
         fwd_wgmma_kernel<C><<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, wg_tma_of<C>(p));
         FC_CUDA_LAUNCHED("fwd_wgmma_kernel");

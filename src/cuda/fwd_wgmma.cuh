@@ -98,15 +98,24 @@ __device__ __forceinline__ wg_smem wg_smem_of(char *raw) {
     return s;
 }
 
-// The persistent schedule: the grid's X CTAs (one per SM) walk the work units (query tile, split, sequence
-// and KV head) g = x, x + X, x + 2X, ... of one fixed order, the same in the producer and the consumers, so
-// the pipeline runs on from one tile into the next for the CTA's whole life. Under a causal mask or a window
-// the longest tiles come first (query tiles from the last down, every head's and split's at each level: the
-// last round holds the shortest, LPT); otherwise a (sequence, KV head)'s tiles are consecutive, so the CTAs
-// running at once share its K/V in L2.
+// The persistent schedule: the grid's X CTAs (as many as fit on the GPU at once) walk the work units (query
+// tile, split, sequence and KV head) of one fixed order, the same in the producer and the consumers, so the
+// pipeline runs on from one tile into the next for the CTA's whole life. Step k of CTA x takes unit
+// k X + x on even steps and k X + X - 1 - x on odd ones (a snake: a CTA that drew one of the longest units
+// of a round draws one of the shortest of the next). Without a mask, a (sequence, KV head)'s tiles are
+// consecutive (the CTAs running at once share its K/V in L2). Under a causal mask or a window the tiles of
+// the heads of an L2 section (as many heads as fit WG_L2_SECTION bytes of K/V) go longest first: query tiles
+// from the last down, every head's and split's at each level (LPT), then the next section's.
+#define WG_L2_SECTION (24ll << 20)
 __device__ __forceinline__ int64_t wg_unit_count(const fc_problem &p, int splits, int bm) {
     int64_t m = ((int64_t)p.s_q * (p.h_q / p.h_k) + bm - 1) / bm;
     return m * splits * p.batch * p.h_k;
+}
+
+// The unit of this CTA's step k, or -1 past the last unit.
+__device__ __forceinline__ int64_t wg_unit_of(int k, int64_t units) {
+    int64_t X = gridDim.x, g = k * X + (k & 1 ? X - 1 - blockIdx.x : blockIdx.x);
+    return g < units ? g : -1;
 }
 
 // Unit g's tile: false when it has no rows (a varlen sequence shorter than the longest). Otherwise as
@@ -114,9 +123,13 @@ __device__ __forceinline__ int64_t wg_unit_count(const fc_problem &p, int splits
 template <class C>
 __device__ __forceinline__ bool wg_tile_at(const fc_problem &p, int splits, int64_t g, fwd_tile &t) {
     int64_t m = ((int64_t)p.s_q * (p.h_q / p.h_k) + C::BM - 1) / C::BM, z = (int64_t)p.batch * p.h_k, mi, zi;
-    if (p.window_left >= 0 || p.window_right >= 0) { // level-major, the last query tiles first
-        mi = m - 1 - g / (splits * z);
-        zi = g % (splits * z) / splits;
+    if (p.window_left >= 0 || p.window_right >= 0) { // L2 sections, longest tiles first in each
+        int64_t head_bytes = ((int64_t)p.s_k + 1) * (C::D + C::DV) * (int64_t)sizeof(typename C::T);
+        int64_t sec = WG_L2_SECTION / head_bytes, per_head = m * splits;
+        sec = sec < 1 ? 1 : sec > z ? z : sec;
+        int64_t z0 = g / (sec * per_head) * sec, n = sec < z - z0 ? sec : z - z0, r = g - z0 * per_head; // section: heads z0 ..
+        mi = m - 1 - r / (n * splits);
+        zi = z0 + r % (n * splits) / splits;
     } else { // head-major
         zi = g / (m * splits);
         mi = g % (m * splits) / splits;
@@ -298,9 +311,11 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
     int tid = threadIdx.x - 128 * C::CONSUMERS, pos = 0, uses0 = 0, uses1 = 0; // scalars: an array would live in local memory
     int bad = 0, bad_b = -1; // FC_BAD_*: what is wrong with sequence bad_b, the first flagged (reported at the end)
     int64_t units = wg_unit_count(p, ws.splits, C::BM);
-    for (int k = 0; blockIdx.x + (int64_t)k * gridDim.x < units; k++) {
+    for (int k = 0; (int64_t)k * gridDim.x < units; k++) {
+        int64_t g = wg_unit_of(k, units);
+        if (g < 0) continue;
         fwd_tile t;
-        bool some = wg_tile_at<C>(p, ws.splits, blockIdx.x + (int64_t)k * gridDim.x, t);
+        bool some = wg_tile_at<C>(p, ws.splits, g, t);
         if (t.bad && t.m0 == 0 && t.split == 0 && t.hk == 0) clear_cut_rows(p, ws, t.b, tid, 128); // once per b
         if (t.bad && bad_b < 0) bad_b = t.b;
         bad |= tid == 0 ? t.bad : 0;
@@ -562,9 +577,10 @@ template <class C>
 __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm) {
     int pos = 0, uses0 = 0, uses1 = 0; // tiles through Q buffers 0 and 1
     int64_t units = wg_unit_count(p, ws.splits, C::BM);
-    for (int k = 0; blockIdx.x + (int64_t)k * gridDim.x < units; k++) {
+    for (int k = 0; (int64_t)k * gridDim.x < units; k++) {
+        int64_t g = wg_unit_of(k, units);
         fwd_tile t;
-        if (!wg_tile_at<C>(p, ws.splits, blockIdx.x + (int64_t)k * gridDim.x, t)) continue;
+        if (g < 0 || !wg_tile_at<C>(p, ws.splits, g, t)) continue;
         int qb = k % C::QBUF;
         wg_consume_tile<C>(p, t, ws, sm, k, qb ? uses1 : uses0, pos);
         if (t.n_hi > t.n_lo) (qb ? uses1 : uses0)++; // the producer loads Q only for tiles with key blocks
