@@ -26,7 +26,7 @@ template <typename T> struct prefill_cfg<T, 96, 96> {
     typedef wg_cfg<T, 128, 128> type;
 };
 
-// The wgmma kernel's configs (a persistent grid walking the work units, fwd_wgmma.cuh wg_tile_at) and the
+// The wgmma kernel's configs (persistent or four tiles per CTA, fwd_wgmma.cuh wg_tile_at) and the
 // others (one tile per CTA).
 template <class C> struct is_wg {
     static constexpr bool value = false;
@@ -178,16 +178,18 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
     int64_t z = (int64_t)p->batch * p->h_k, x_major = m_tiles * ws.splits * p->h_k;
     if (m_tiles == 0 || z == 0) return FC_OK;
     if constexpr (is_wg<C>::value) {
-        int64_t units = m_tiles * ws.splits * z;
-        if (units > 0x7fffffff)
+        int64_t units = m_tiles * ws.splits * z, groups = (m_tiles + C::TILES - 1) / C::TILES;
+        bool masked = wg_masked(*p);
+        if (masked ? z > 65535 || ws.splits > 65535 || groups > 0x7fffffff : units > 0x7fffffff)
             return fc_fail(FC_ERR_UNSUPPORTED, "q", "too many work units for the CUDA kernel (%lld tiles x %d splits x %lld)",
                            (long long)m_tiles, ws.splits, (long long)z);
         int per_sm = 1;
         fc_status st = allow_smem<C>(fwd_wgmma_kernel<C>, C::SMEM_BYTES);
-        if (st == FC_OK) st = resident_per_sm<C>(fwd_wgmma_kernel<C>, C::SMEM_BYTES, &per_sm);
+        if (st == FC_OK && !masked) st = resident_per_sm<C>(fwd_wgmma_kernel<C>, C::SMEM_BYTES, &per_sm);
         if (st != FC_OK) return st;
         int64_t ctas = (int64_t)sm_count() * per_sm;
-        dim3 grid((unsigned)(units < ctas ? units : ctas)); // persistent: each CTA walks units (wg_tile_at)
+        dim3 grid = masked ? dim3((unsigned)groups, (unsigned)ws.splits, (unsigned)z) // wg_tile_at's two walks
+                           : dim3((unsigned)(units < ctas ? units : ctas));
         fwd_wgmma_kernel<C><<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, wg_tma_of<C>(p));
         FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
     } else {
@@ -294,8 +296,9 @@ fc_status fc_cuda_describe(const fc_problem *p, char *buf, size_t n) {
     int splits = fc_cuda_plan_splits(p);
     const char *app = p->k_new.data && p->s_new > 0 ? "append, then " : "";
     if (c.wg)
-        snprintf(buf, n, "cuda: %swgmma prefill (kernel d %d / d_v %d): %d-row tiles walked by persistent CTAs, %d-key "
-                 "blocks, %d Q buffer%s; %d split%s", app, c.d, c.dv, c.tile_rows, c.bn, c.qbuf, c.qbuf == 1 ? "" : "s", splits,
+        snprintf(buf, n, "cuda: %swgmma prefill (kernel d %d / d_v %d): %d-row tiles %s, %d-key "
+                 "blocks, %d Q buffer%s; %d split%s", app, c.d, c.dv, c.tile_rows,
+                 wg_masked(*p) ? "four per CTA (masked)" : "walked by persistent CTAs", c.bn, c.qbuf, c.qbuf == 1 ? "" : "s", splits,
                  splits == 1 ? "" : "s + merge");
     else
         snprintf(buf, n, "cuda: %smma.sync decode (kernel d %d / d_v %d%s): %d-row tiles, %d key warp%s, %d-key blocks; %d split%s",

@@ -44,6 +44,7 @@ template <typename T_, int D_, int DV_>
 struct wg_cfg {
     typedef T_ T;
     static constexpr int D = D_, DV = DV_, BN = wg_shape<D, DV>::BN, STAGES = 2, CONSUMERS = 2;
+    static constexpr int TILES = 4;                                  // query tiles per CTA under a mask (wg_tile_at)
     static constexpr int QBUF = wg_shape<D, DV>::QBUF;               // Q buffers, a ring over the tiles
     static constexpr bool LAZY = wg_shape<D, DV>::LAZY;              // lazy rescale (softmax_update)
     static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
@@ -98,43 +99,48 @@ __device__ __forceinline__ wg_smem wg_smem_of(char *raw) {
     return s;
 }
 
-// The persistent schedule: the grid's X CTAs (as many as fit on the GPU at once) walk the work units (query
-// tile, split, sequence and KV head) of one fixed order, the same in the producer and the consumers, so the
-// pipeline runs on from one tile into the next for the CTA's whole life. Step k of CTA x takes unit
-// k X + x on even steps and k X + X - 1 - x on odd ones (a snake: a CTA that drew one of the longest units
-// of a round draws one of the shortest of the next). Without a mask, a (sequence, KV head)'s tiles are
-// consecutive (the CTAs running at once share its K/V in L2). Under a causal mask or a window the tiles of
-// the heads of an L2 section (as many heads as fit WG_L2_SECTION bytes of K/V) go longest first: query tiles
-// from the last down, every head's and split's at each level (LPT), then the next section's.
-#define WG_L2_SECTION (24ll << 20)
-__device__ __forceinline__ int64_t wg_unit_count(const fc_problem &p, int splits, int bm) {
-    int64_t m = ((int64_t)p.s_q * (p.h_q / p.h_k) + bm - 1) / bm;
-    return m * splits * p.batch * p.h_k;
+// Two walks of the work units (query tile, split, sequence x KV head), each the same in the producer and
+// the consumers, so the pipeline runs on from one tile into the next for the CTA's whole life:
+// - no mask (every tile as long): a persistent grid of X = as many CTAs as fit on the GPU at once; step k of
+//   CTA x takes unit kX + x of the head-major order (a (sequence, KV head)'s tiles in a row: the CTAs
+//   running at once share its K/V in L2).
+// - a causal mask or a window: grid (query tiles / TILES, splits, sequence x KV head); CTA x takes its
+//   head's tiles x, 2X - 1 - x, 2X + x, ... (a snake: each pair of its tiles adds up to about the same
+//   number of key blocks), and the hardware hands CTAs to SMs as they free up, which balances the rest. (A
+//   static persistent walk measured 6-60% slower here: PERF.md step 53b.)
+__host__ __device__ __forceinline__ bool wg_masked(const fc_problem &p) {
+    return p.window_left >= 0 || p.window_right >= 0;
 }
 
-// The unit of this CTA's step k, or -1 past the last unit.
-__device__ __forceinline__ int64_t wg_unit_of(int k, int64_t units) {
-    int64_t X = gridDim.x, g = k * X + (k & 1 ? X - 1 - blockIdx.x : blockIdx.x);
-    return g < units ? g : -1;
+__host__ __device__ __forceinline__ int64_t wg_query_tiles(const fc_problem &p, int bm) {
+    return ((int64_t)p.s_q * (p.h_q / p.h_k) + bm - 1) / bm;
 }
 
-// Unit g's tile: false when it has no rows (a varlen sequence shorter than the longest). Otherwise as
-// fwd_tile_of.
+// Steps of this CTA's walk.
 template <class C>
-__device__ __forceinline__ bool wg_tile_at(const fc_problem &p, int splits, int64_t g, fwd_tile &t) {
-    int64_t m = ((int64_t)p.s_q * (p.h_q / p.h_k) + C::BM - 1) / C::BM, z = (int64_t)p.batch * p.h_k, mi, zi;
-    if (p.window_left >= 0 || p.window_right >= 0) { // L2 sections, longest tiles first in each
-        int64_t head_bytes = ((int64_t)p.s_k + 1) * (C::D + C::DV) * (int64_t)sizeof(typename C::T);
-        int64_t sec = WG_L2_SECTION / head_bytes, per_head = m * splits;
-        sec = sec < 1 ? 1 : sec > z ? z : sec;
-        int64_t z0 = g / (sec * per_head) * sec, n = sec < z - z0 ? sec : z - z0, r = g - z0 * per_head; // section: heads z0 ..
-        mi = m - 1 - r / (n * splits);
-        zi = z0 + r % (n * splits) / splits;
-    } else { // head-major
+__device__ __forceinline__ int64_t wg_steps(const fc_problem &p, int splits) {
+    if (wg_masked(p)) return C::TILES;
+    int64_t units = wg_query_tiles(p, C::BM) * splits * p.batch * p.h_k;
+    return units > blockIdx.x ? (units - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+}
+
+// The tile of this CTA's step k: false when it has no rows (a varlen sequence shorter than the longest, or
+// past the last tile). Otherwise as fwd_tile_of.
+template <class C>
+__device__ __forceinline__ bool wg_tile_at(const fc_problem &p, int splits, int k, fwd_tile &t) {
+    int64_t m = wg_query_tiles(p, C::BM), mi, zi;
+    if (wg_masked(p)) {
+        int64_t x = blockIdx.x, X = gridDim.x;
+        mi = k % 2 ? (k + 1) * X - 1 - x : k * X + x;
+        zi = blockIdx.z;
+        t.split = blockIdx.y;
+    } else {
+        int64_t g = blockIdx.x + (int64_t)k * gridDim.x;
         zi = g / (m * splits);
         mi = g % (m * splits) / splits;
+        t.split = (int)(g % splits);
     }
-    t.split = (int)(g % splits);
+    if (mi >= m) mi = m; // past the last tile (no rows below)
     t.m0 = (int)mi * C::BM;
     t.hk = (int)(zi % p.h_k);
     t.b = (int)(zi / p.h_k);
@@ -310,12 +316,10 @@ template <class C>
 __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
     int tid = threadIdx.x - 128 * C::CONSUMERS, pos = 0, uses0 = 0, uses1 = 0; // scalars: an array would live in local memory
     int bad = 0, bad_b = -1; // FC_BAD_*: what is wrong with sequence bad_b, the first flagged (reported at the end)
-    int64_t units = wg_unit_count(p, ws.splits, C::BM);
-    for (int k = 0; (int64_t)k * gridDim.x < units; k++) {
-        int64_t g = wg_unit_of(k, units);
-        if (g < 0) continue;
+    int64_t steps = wg_steps<C>(p, ws.splits);
+    for (int k = 0; k < steps; k++) {
         fwd_tile t;
-        bool some = wg_tile_at<C>(p, ws.splits, g, t);
+        bool some = wg_tile_at<C>(p, ws.splits, k, t);
         if (t.bad && t.m0 == 0 && t.split == 0 && t.hk == 0) clear_cut_rows(p, ws, t.b, tid, 128); // once per b
         if (t.bad && bad_b < 0) bad_b = t.b;
         bad |= tid == 0 ? t.bad : 0;
@@ -576,11 +580,10 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
 template <class C>
 __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm) {
     int pos = 0, uses0 = 0, uses1 = 0; // tiles through Q buffers 0 and 1
-    int64_t units = wg_unit_count(p, ws.splits, C::BM);
-    for (int k = 0; (int64_t)k * gridDim.x < units; k++) {
-        int64_t g = wg_unit_of(k, units);
+    int64_t steps = wg_steps<C>(p, ws.splits);
+    for (int k = 0; k < steps; k++) {
         fwd_tile t;
-        if (g < 0 || !wg_tile_at<C>(p, ws.splits, g, t)) continue;
+        if (!wg_tile_at<C>(p, ws.splits, k, t)) continue;
         int qb = k % C::QBUF;
         wg_consume_tile<C>(p, t, ws, sm, k, qb ? uses1 : uses0, pos);
         if (t.n_hi > t.n_lo) (qb ? uses1 : uses0)++; // the producer loads Q only for tiles with key blocks
@@ -589,7 +592,7 @@ __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &s
 }
 
 // ---------------------------------------------------------------------------------------------
-// The kernel. Grid: min(work units, SMs) persistent CTAs (wg_tile_at). Block: 128 (CONSUMERS + 1) threads.
+// The kernel. Grid: persistent CTAs, or (query tiles / TILES, splits, batch * h_k) under a mask (wg_tile_at). Block: 128 (CONSUMERS + 1) threads.
 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_constant__ fc_problem p, fc_split_ws ws,
