@@ -166,6 +166,13 @@ static fc_status resident_per_sm(K kernel, int bytes, int *n) {
     return FC_OK;
 }
 
+// The wgmma prefill's persistent walk (fwd_wgmma.cuh wg_tile_at), where it measured faster (PERF.md step
+// 53d): no mask, d >= 128 (the kernel is compiled there only), at most 2k packed query rows per (sequence,
+// KV head): short tiles lists, where one pipeline fill per four tiles cost the most.
+static bool wg_persistent(const fc_problem *p) {
+    return !wg_masked(*p) && (int64_t)p->s_q * (p->h_q / p->h_k) <= 2048;
+}
+
 template <class C>
 static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (info) {
@@ -179,18 +186,26 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
     if (m_tiles == 0 || z == 0) return FC_OK;
     if constexpr (is_wg<C>::value) {
         int64_t units = m_tiles * ws.splits * z, groups = (m_tiles + C::TILES - 1) / C::TILES;
-        bool masked = wg_masked(*p);
-        if (masked ? z > 65535 || ws.splits > 65535 || groups > 0x7fffffff : units > 0x7fffffff)
+        if (z > 65535 || ws.splits > 65535 || groups > 0x7fffffff || units > 0x7fffffff)
             return fc_fail(FC_ERR_UNSUPPORTED, "q", "too many work units for the CUDA kernel (%lld tiles x %d splits x %lld)",
                            (long long)m_tiles, ws.splits, (long long)z);
-        int per_sm = 1;
-        fc_status st = allow_smem<C>(fwd_wgmma_kernel<C>, C::SMEM_BYTES);
-        if (st == FC_OK && !masked) st = resident_per_sm<C>(fwd_wgmma_kernel<C>, C::SMEM_BYTES, &per_sm);
+        if constexpr (C::D >= 128) {
+            if (wg_persistent(p)) { // a grid of as many CTAs as fit at once, walking the units (wg_tile_at)
+                int per_sm = 1;
+                fc_status st = allow_smem<C>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES);
+                if (st == FC_OK) st = resident_per_sm<C>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES, &per_sm);
+                if (st != FC_OK) return st;
+                int64_t ctas = (int64_t)sm_count() * per_sm;
+                fwd_wgmma_kernel<C, true><<<(unsigned)(units < ctas ? units : ctas), C::THREADS, C::SMEM_BYTES, stream>>>(
+                    *p, ws, wg_tma_of<C>(p));
+                FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
+                return FC_OK;
+            }
+        }
+        fc_status st = allow_smem<C>(fwd_wgmma_kernel<C, false>, C::SMEM_BYTES);
         if (st != FC_OK) return st;
-        int64_t ctas = (int64_t)sm_count() * per_sm;
-        dim3 grid = masked ? dim3((unsigned)groups, (unsigned)ws.splits, (unsigned)z) // wg_tile_at's two walks
-                           : dim3((unsigned)(units < ctas ? units : ctas));
-        fwd_wgmma_kernel<C><<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, wg_tma_of<C>(p));
+        dim3 grid((unsigned)groups, (unsigned)ws.splits, (unsigned)z);
+        fwd_wgmma_kernel<C, false><<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, wg_tma_of<C>(p));
         FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
     } else {
         bool fits = C::HEAD_MAJOR ? x_major <= 0x7fffffff && p->batch <= 65535
@@ -298,7 +313,7 @@ fc_status fc_cuda_describe(const fc_problem *p, char *buf, size_t n) {
     if (c.wg)
         snprintf(buf, n, "cuda: %swgmma prefill (kernel d %d / d_v %d): %d-row tiles %s, %d-key "
                  "blocks, %d Q buffer%s; %d split%s", app, c.d, c.dv, c.tile_rows,
-                 wg_masked(*p) ? "four per CTA (masked)" : "walked by persistent CTAs", c.bn, c.qbuf, c.qbuf == 1 ? "" : "s", splits,
+                 c.d >= 128 && wg_persistent(p) ? "walked by persistent CTAs" : "four per CTA", c.bn, c.qbuf, c.qbuf == 1 ? "" : "s", splits,
                  splits == 1 ? "" : "s + merge");
     else
         snprintf(buf, n, "cuda: %smma.sync decode (kernel d %d / d_v %d%s): %d-row tiles, %d key warp%s, %d-key blocks; %d split%s",
