@@ -137,9 +137,10 @@ static int sm_count(void) {
     return sms;
 }
 
-// cudaFuncSetAttribute(kernel, max dynamic shared memory) once per config C (one kernel each) and device:
-// the attribute stays with the context, and setting it on every call cost host time on each launch.
-template <class C, class K>
+// cudaFuncSetAttribute(kernel, max dynamic shared memory) once per kernel (config C and VARIANT, which tells
+// apart kernels of one config and one type: the wgmma kernel's two walks) and device: the attribute stays
+// with the context, and setting it on every call cost host time on each launch.
+template <class C, int VARIANT = 0, class K>
 static fc_status allow_smem(K kernel, int bytes) {
     static unsigned long long done; // bit d: set on device d (devices >= 64 set it every time)
     int dev = 0;
@@ -153,7 +154,7 @@ static fc_status allow_smem(K kernel, int bytes) {
 
 // CTAs of the kernel (at `bytes` of shared memory, C::THREADS threads) resident on one SM at once, asked of
 // the runtime once (registers count: the wgmma kernel's setmaxnreg budget leaves room for one).
-template <class C, class K>
+template <class C, int VARIANT = 0, class K>
 static fc_status resident_per_sm(K kernel, int bytes, int *n) {
     static int cached; // 0: not asked yet
     int c = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
@@ -192,8 +193,8 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
         if constexpr (C::D >= 128) {
             if (wg_persistent(p)) { // a grid of as many CTAs as fit at once, walking the units (wg_tile_at)
                 int per_sm = 1;
-                fc_status st = allow_smem<C>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES);
-                if (st == FC_OK) st = resident_per_sm<C>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES, &per_sm);
+                fc_status st = allow_smem<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES);
+                if (st == FC_OK) st = resident_per_sm<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES, &per_sm);
                 if (st != FC_OK) return st;
                 int64_t ctas = (int64_t)sm_count() * per_sm;
                 fwd_wgmma_kernel<C, true><<<(unsigned)(units < ctas ? units : ctas), C::THREADS, C::SMEM_BYTES, stream>>>(
