@@ -26,14 +26,13 @@ template <typename T> struct prefill_cfg<T, 96, 96> {
     typedef wg_cfg<T, 128, 128> type;
 };
 
-// Query tiles per CTA: wg_cfg's CTAs take TILES tiles each (fwd_wgmma.cuh, wg_tile_of), others one.
-template <class C> struct tiles_of {
-    static constexpr int n = 1;
-    static constexpr bool wg = false;
+// The wgmma kernel's configs (persistent or four tiles per CTA, fwd_wgmma.cuh wg_tile_at) and the
+// others (one tile per CTA).
+template <class C> struct is_wg {
+    static constexpr bool value = false;
 };
-template <typename T, int D, int DV> struct tiles_of<wg_cfg<T, D, DV>> {
-    static constexpr int n = wg_cfg<T, D, DV>::TILES;
-    static constexpr bool wg = true;
+template <typename T, int D, int DV> struct is_wg<wg_cfg<T, D, DV>> {
+    static constexpr bool value = true;
 };
 
 // cuTensorMapEncodeTiled from the driver (no link to libcuda), or NULL.
@@ -138,9 +137,10 @@ static int sm_count(void) {
     return sms;
 }
 
-// cudaFuncSetAttribute(kernel, max dynamic shared memory) once per config C (one kernel each) and device:
-// the attribute stays with the context, and setting it on every call cost host time on each launch.
-template <class C, class K>
+// cudaFuncSetAttribute(kernel, max dynamic shared memory) once per kernel (config C and VARIANT, which tells
+// apart kernels of one config and one type: the wgmma kernel's two walks) and device: the attribute stays
+// with the context, and setting it on every call cost host time on each launch.
+template <class C, int VARIANT = 0, class K>
 static fc_status allow_smem(K kernel, int bytes) {
     static unsigned long long done; // bit d: set on device d (devices >= 64 set it every time)
     int dev = 0;
@@ -152,30 +152,70 @@ static fc_status allow_smem(K kernel, int bytes) {
     return FC_OK;
 }
 
+// CTAs of the kernel (at `bytes` of shared memory, C::THREADS threads) resident on one SM at once, asked of
+// the runtime once (registers count: the wgmma kernel's setmaxnreg budget leaves room for one).
+template <class C, int VARIANT = 0, class K>
+static fc_status resident_per_sm(K kernel, int bytes, int *n) {
+    static int cached; // 0: not asked yet
+    int c = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
+    if (c == 0) {
+        FC_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c, kernel, C::THREADS, bytes));
+        if (c < 1) c = 1;
+        __atomic_store_n(&cached, c, __ATOMIC_RELEASE);
+    }
+    *n = c;
+    return FC_OK;
+}
+
+// The wgmma prefill's persistent walk (fwd_wgmma.cuh wg_tile_at), where it measured faster (PERF.md step
+// 53d): no mask, d >= 128 (the kernel is compiled there only), at most 2k packed query rows per (sequence,
+// KV head): short tiles lists, where one pipeline fill per four tiles cost the most.
+static bool wg_persistent(const fc_problem *p) {
+    return !wg_masked(*p) && (int64_t)p->s_q * (p->h_q / p->h_k) <= 2048;
+}
+
 template <class C>
 static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (info) {
-        *info = cfg_info{C::BM * tiles_of<C>::n, C::BN, C::SMEM_BYTES, C::THREADS, pipe_of<C>::kw,
-                         tiles_of<C>::wg, C::D, C::DV, C::BM, qbuf_of<C>::n};
+        *info = cfg_info{C::BM, C::BN, C::SMEM_BYTES, C::THREADS, pipe_of<C>::kw, is_wg<C>::value, C::D, C::DV, C::BM,
+                         qbuf_of<C>::n};
         return FC_OK;
     }
     int group = p->h_q / p->h_k;
-    int64_t m_tiles = ((int64_t)p->s_q * group + C::BM * tiles_of<C>::n - 1) / (C::BM * tiles_of<C>::n);
+    int64_t m_tiles = ((int64_t)p->s_q * group + C::BM - 1) / C::BM;
     int64_t z = (int64_t)p->batch * p->h_k, x_major = m_tiles * ws.splits * p->h_k;
     if (m_tiles == 0 || z == 0) return FC_OK;
-    bool fits = C::HEAD_MAJOR ? x_major <= 0x7fffffff && p->batch <= 65535
-                              : m_tiles <= 0x7fffffff && z <= 65535 && ws.splits <= 65535;
-    if (!fits)
-        return fc_fail(FC_ERR_UNSUPPORTED, "q", "grid too large for the CUDA kernel (%lld tiles x %d splits x %lld)",
-                       (long long)m_tiles, ws.splits, (long long)z);
-    dim3 grid = C::HEAD_MAJOR ? dim3((unsigned)x_major, (unsigned)p->batch, 1)
-                              : dim3((unsigned)m_tiles, (unsigned)ws.splits, (unsigned)z);
-    if constexpr (tiles_of<C>::wg) {
-        fc_status st = allow_smem<C>(fwd_wgmma_kernel<C>, C::SMEM_BYTES);
+    if constexpr (is_wg<C>::value) {
+        int64_t units = m_tiles * ws.splits * z, groups = (m_tiles + C::TILES - 1) / C::TILES;
+        if (z > 65535 || ws.splits > 65535 || groups > 0x7fffffff || units > 0x7fffffff)
+            return fc_fail(FC_ERR_UNSUPPORTED, "q", "too many work units for the CUDA kernel (%lld tiles x %d splits x %lld)",
+                           (long long)m_tiles, ws.splits, (long long)z);
+        if constexpr (C::D >= 128) {
+            if (wg_persistent(p)) { // a grid of as many CTAs as fit at once, walking the units (wg_tile_at)
+                int per_sm = 1;
+                fc_status st = allow_smem<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES);
+                if (st == FC_OK) st = resident_per_sm<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES, &per_sm);
+                if (st != FC_OK) return st;
+                int64_t ctas = (int64_t)sm_count() * per_sm;
+                fwd_wgmma_kernel<C, true><<<(unsigned)(units < ctas ? units : ctas), C::THREADS, C::SMEM_BYTES, stream>>>(
+                    *p, ws, wg_tma_of<C>(p));
+                FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
+                return FC_OK;
+            }
+        }
+        fc_status st = allow_smem<C>(fwd_wgmma_kernel<C, false>, C::SMEM_BYTES);
         if (st != FC_OK) return st;
-        fwd_wgmma_kernel<C><<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, wg_tma_of<C>(p));
+        dim3 grid((unsigned)groups, (unsigned)ws.splits, (unsigned)z);
+        fwd_wgmma_kernel<C, false><<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, wg_tma_of<C>(p));
         FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
     } else {
+        bool fits = C::HEAD_MAJOR ? x_major <= 0x7fffffff && p->batch <= 65535
+                                  : m_tiles <= 0x7fffffff && z <= 65535 && ws.splits <= 65535;
+        if (!fits)
+            return fc_fail(FC_ERR_UNSUPPORTED, "q", "grid too large for the CUDA kernel (%lld tiles x %d splits x %lld)",
+                           (long long)m_tiles, ws.splits, (long long)z);
+        dim3 grid = C::HEAD_MAJOR ? dim3((unsigned)x_major, (unsigned)p->batch, 1)
+                                  : dim3((unsigned)m_tiles, (unsigned)ws.splits, (unsigned)z);
         void (*kernel)(const fc_problem, fc_split_ws) = fwd_kernel<C>;
         fc_status st = allow_smem<C>(kernel, C::SMEM_BYTES);
         if (st != FC_OK) return st;
@@ -269,11 +309,12 @@ fc_status fc_cuda_describe(const fc_problem *p, char *buf, size_t n) {
     fc_split_ws none = {1, NULL, NULL};
     fc_status st = dispatch(p, none, 0, &c);
     if (st != FC_OK) return st;
-    int splits = fc_cuda_plan_splits(p), tiles = c.rows / c.tile_rows;
+    int splits = fc_cuda_plan_splits(p);
     const char *app = p->k_new.data && p->s_new > 0 ? "append, then " : "";
     if (c.wg)
-        snprintf(buf, n, "cuda: %swgmma prefill (kernel d %d / d_v %d): %d-row tiles, %d per CTA, %d-key blocks, %d Q buffer%s; "
-                 "%d split%s", app, c.d, c.dv, c.tile_rows, tiles, c.bn, c.qbuf, c.qbuf == 1 ? "" : "s", splits,
+        snprintf(buf, n, "cuda: %swgmma prefill (kernel d %d / d_v %d): %d-row tiles %s, %d-key "
+                 "blocks, %d Q buffer%s; %d split%s", app, c.d, c.dv, c.tile_rows,
+                 c.d >= 128 && wg_persistent(p) ? "walked by persistent CTAs" : "four per CTA", c.bn, c.qbuf, c.qbuf == 1 ? "" : "s", splits,
                  splits == 1 ? "" : "s + merge");
     else
         snprintf(buf, n, "cuda: %smma.sync decode (kernel d %d / d_v %d%s): %d-row tiles, %d key warp%s, %d-key blocks; %d split%s",

@@ -44,7 +44,7 @@ template <typename T_, int D_, int DV_>
 struct wg_cfg {
     typedef T_ T;
     static constexpr int D = D_, DV = DV_, BN = wg_shape<D, DV>::BN, STAGES = 2, CONSUMERS = 2;
-    static constexpr int TILES = 4;                                  // query tiles per CTA (wg_tile_of)
+    static constexpr int TILES = 4;                                  // query tiles per CTA under a mask (wg_tile_at)
     static constexpr int QBUF = wg_shape<D, DV>::QBUF;               // Q buffers, a ring over the tiles
     static constexpr bool LAZY = wg_shape<D, DV>::LAZY;              // lazy rescale (softmax_update)
     static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
@@ -99,16 +99,49 @@ __device__ __forceinline__ wg_smem wg_smem_of(char *raw) {
     return s;
 }
 
-// Tile k (0 .. TILES - 1) of this CTA: CTA x of X = gridDim.x takes query tiles x, 2X - 1 - x, 2X + x,
-// ... (a snake), so under a causal mask each pair of its tiles adds up to about the same number of key
-// blocks; the tiles of a CTA share (sequence, KV head), so K/V stays in L2. Otherwise as fwd_tile_of.
-template <class C>
-__device__ __forceinline__ bool wg_tile_of(const fc_problem &p, int splits, int k, fwd_tile &t) {
-    int x = blockIdx.x, X = gridDim.x;
-    t.m0 = (k % 2 ? (k + 1) * X - 1 - x : k * X + x) * C::BM;
-    t.split = blockIdx.y;
-    t.hk = blockIdx.z % p.h_k;
-    t.b = blockIdx.z / p.h_k;
+// Two walks of the work units (query tile, split, sequence x KV head), each the same in the producer and
+// the consumers, so the pipeline runs on from one tile into the next for the CTA's whole life; the host
+// picks one per call (fwd.cu, wg_persistent), each a kernel of its own (P):
+// - the grid (P false): (query tiles / TILES, splits, sequence x KV head); CTA x takes its head's tiles x,
+//   2X - 1 - x, 2X + x, ... (a snake: under a causal mask each pair of its tiles adds up to about the same
+//   number of key blocks), and the hardware hands CTAs to SMs as they free up, which balances the rest.
+// - persistent (P true; no mask, every tile as long): X = as many CTAs as fit on the GPU at once; step k of
+//   CTA x takes unit kX + x of the head-major order (a (sequence, KV head)'s tiles in a row: the CTAs
+//   running at once share its K/V in L2). One pipeline fill per SM instead of one per four tiles. (A static
+//   walk cannot balance causal tiles: measured 6-60% slower there, PERF.md step 53b.)
+__host__ __device__ __forceinline__ bool wg_masked(const fc_problem &p) {
+    return p.window_left >= 0 || p.window_right >= 0;
+}
+
+__host__ __device__ __forceinline__ int64_t wg_query_tiles(const fc_problem &p, int bm) {
+    return ((int64_t)p.s_q * (p.h_q / p.h_k) + bm - 1) / bm;
+}
+
+// Steps of this CTA's walk.
+template <class C, bool P>
+__device__ __forceinline__ int64_t wg_steps(const fc_problem &p, int splits) {
+    if constexpr (!P) return C::TILES;
+    int64_t units = wg_query_tiles(p, C::BM) * splits * p.batch * p.h_k;
+    return units > blockIdx.x ? (units - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+}
+
+// The tile of this CTA's step k: false when it has no rows (a varlen sequence shorter than the longest, or
+// past the last tile). Otherwise as fwd_tile_of.
+template <class C, bool P>
+__device__ __forceinline__ bool wg_tile_at(const fc_problem &p, int splits, int k, fwd_tile &t) {
+    if constexpr (!P) {
+        int x = blockIdx.x, X = gridDim.x;
+        t.m0 = (k % 2 ? (k + 1) * X - 1 - x : k * X + x) * C::BM;
+        t.split = blockIdx.y;
+        t.hk = blockIdx.z % p.h_k;
+        t.b = blockIdx.z / p.h_k;
+    } else {
+        int64_t m = wg_query_tiles(p, C::BM), g = blockIdx.x + (int64_t)k * gridDim.x, zi = g / (m * splits);
+        t.m0 = (int)(g % (m * splits) / splits) * C::BM;
+        t.split = (int)(g % splits);
+        t.hk = (int)(zi % p.h_k);
+        t.b = (int)(zi / p.h_k);
+    }
     t.group = p.h_q / p.h_k;
     t.bad = 0;
     t.s = seqlen_checked(p, t.b, &t.bad);
@@ -277,14 +310,23 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
 // The CTA's tiles: tile k's Q into buffer k % QBUF once the consumers are done with its previous tile there
 // (q_empty; uses0, uses1: tiles that went through buffers 0 and 1), then its key blocks; with two buffers the next tile's Q
 // and first blocks load while the consumers finish the previous tile (with one, its key blocks still do).
-template <class C>
+template <class C, bool P>
 __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
     int tid = threadIdx.x - 128 * C::CONSUMERS, pos = 0, uses0 = 0, uses1 = 0; // scalars: an array would live in local memory
-    int bad = 0, b = 0, lengths = 0; // FC_BAD_*: what is wrong with the CTA's sequence b (reported at the end)
-    for (int k = 0; k < C::TILES; k++) {
+    // FC_BAD_*: what is wrong with sequence bad_b (the grid walk: the CTA's one sequence; persistent: the first
+    // flagged), reported at the end; cut: bad_b's lengths were cut (its rows past them are cleared once)
+    int bad = 0, bad_b = -1, cut = 0;
+    int64_t steps = wg_steps<C, P>(p, ws.splits);
+    for (int k = 0; k < steps; k++) {
         fwd_tile t;
-        bool some = wg_tile_of<C>(p, ws.splits, k, t);
-        bad |= tid == 0 ? t.bad : 0, b = t.b, lengths |= t.bad;
+        bool some = wg_tile_at<C, P>(p, ws.splits, k, t);
+        if constexpr (P) {
+            if (t.bad && t.m0 == 0 && t.split == 0 && t.hk == 0) clear_cut_rows(p, ws, t.b, tid, 128); // once per b
+            if (t.bad && bad_b < 0) bad_b = t.b;
+        } else {
+            bad_b = t.b, cut |= t.bad;
+        }
+        bad |= tid == 0 ? t.bad : 0;
         if (!some || t.n_hi == t.n_lo) continue;
         // Every producer thread is done reading the previous tile's row tables before any writes this
         // tile's (a TMA tile writes a table only for its partial last block, so no per-block barrier
@@ -298,11 +340,12 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
             wg_produce_rows<C>(p, t, sm, tid, pos, &bad);
         else
             wg_produce_blocks<C>(p, t, sm, tm, tid, pos, &bad);
+        if (P && bad && bad_b < 0) bad_b = t.b;
         pos += t.n_hi - t.n_lo;
     }
     cp_async_wait<0>();
-    if (bad) report_sequence(p, b, bad);
-    if (lengths && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z % p.h_k == 0) clear_cut_rows(p, ws, b, tid, 128);
+    if (bad) report_sequence(p, bad_b, bad);
+    if (!P && cut && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z % p.h_k == 0) clear_cut_rows(p, ws, bad_b, tid, 128);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -539,12 +582,13 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
     store_rows<C>(p, t, ws, w.o, w.st);
 }
 
-template <class C>
+template <class C, bool P>
 __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm) {
     int pos = 0, uses0 = 0, uses1 = 0; // tiles through Q buffers 0 and 1
-    for (int k = 0; k < C::TILES; k++) {
+    int64_t steps = wg_steps<C, P>(p, ws.splits);
+    for (int k = 0; k < steps; k++) {
         fwd_tile t;
-        if (!wg_tile_of<C>(p, ws.splits, k, t)) continue;
+        if (!wg_tile_at<C, P>(p, ws.splits, k, t)) continue;
         int qb = k % C::QBUF;
         wg_consume_tile<C>(p, t, ws, sm, k, qb ? uses1 : uses0, pos);
         if (t.n_hi > t.n_lo) (qb ? uses1 : uses0)++; // the producer loads Q only for tiles with key blocks
@@ -553,9 +597,9 @@ __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &s
 }
 
 // ---------------------------------------------------------------------------------------------
-// The kernel. Grid: (packed-row tiles / TILES, splits, batch * h_k). Block: 128 (CONSUMERS + 1) threads.
+// The kernel. Grid: (query tiles / TILES, splits, batch * h_k), or persistent CTAs (P; wg_tile_at). Block: 128 (CONSUMERS + 1) threads.
 
-template <class C>
+template <class C, bool P>
 __global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_constant__ fc_problem p, fc_split_ws ws,
                                                                   const __grid_constant__ wg_tma tm) {
     extern __shared__ __align__(128) char wg_smem_raw[]; // rounded up to 1024 in wg_smem_of
@@ -576,9 +620,9 @@ __global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_c
     __syncthreads();
     if (threadIdx.x >= 128 * C::CONSUMERS) {
         setmaxnreg_dec<C::PRODUCER_REGS>();
-        wg_produce<C>(p, ws, sm, tm);
+        wg_produce<C, P>(p, ws, sm, tm);
     } else {
         setmaxnreg_inc<C::CONSUMER_REGS>();
-        wg_consume<C>(p, ws, sm);
+        wg_consume<C, P>(p, ws, sm);
     }
 }
