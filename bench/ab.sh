@@ -25,7 +25,7 @@ while [ "$r" -lt "$rounds" ]; do
         echo "== ab $name round $((r + 1))"
         for o in ${only:-""}; do # one compare.py per substring of AB_ONLY (or one over the whole set)
             FLASHC_LIB=$dir/build/libflashc.so PYTHONUNBUFFERED=1 python3 "$dir/bench/compare.py" --fresh --flashc-only \
-                --set "$set_" ${o:+--only "$o"} --samples "${AB_SAMPLES:-20}" ${AB_FLAGS:-} 2>&1 | grep -E '^(decode|prefill)'
+                --set "$set_" ${o:+"--only=$o"} --samples "${AB_SAMPLES:-20}" ${AB_FLAGS:-} 2>&1 | grep -E '^(decode|prefill)'
         done
     done
     r=$((r + 1))
