@@ -40,7 +40,10 @@ LIB_OBJ += $(foreach i,$(CPU_ISAS),$(B)/src/cpu/tile_$(i).o)
 
 ifneq ($(NVCC),)
 CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
-NVCCFLAGS  ?= -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter
+# -Xfatbin=-compress-all: the forward kernels come in one object per head dim (src/cuda/fwd_d*.cu, compiled at
+# once by make -j), whose fatbins nvcc would not compress by itself (12 MB of library instead of 3).
+NVCCFLAGS  ?= -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xfatbin=-compress-all \
+              -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter
 CU_SRC     := $(wildcard src/cuda/*.cu)
 LIB_OBJ    += $(CU_SRC:%.cu=$(B)/%.o)
 # The CUDA runtime linked in statically: libflashc.so needs no libcudart.so (nor a driver, for CPU use).

@@ -59,7 +59,8 @@ fc_status fc_cuda_append(const fc_problem *p, cudaStream_t stream);
 // combine.cu: merge ws.splits partials into p->out (p->dtype) and p->lse (if set).
 fc_status fc_cuda_combine(const fc_problem *p, fc_split_ws ws, cudaStream_t stream);
 
-// fwd.cu: the attention kernel; writes p->out/p->lse when ws.splits == 1, else the partials.
+// fwd.cu: the attention kernel (one of fwd_launch.cuh's units); writes p->out/p->lse when ws.splits == 1,
+// else the partials.
 fc_status fc_cuda_launch_fwd(const fc_problem *p, fc_split_ws ws, cudaStream_t stream);
 
 // FC_OK when a forward kernel exists for p's dtype and head dims, else FC_ERR_UNSUPPORTED naming "v".

@@ -1,248 +1,6 @@
-// fwd.cu — host side of the forward kernel: tile configs, split planning, launch per head dim and dtype.
-#include <cudaTypedefs.h>
-#include <stdio.h>
-#include <string.h>
-
-#include "fwd_kernel.cuh"
-#include "fwd_wgmma.cuh"
-
-// Configs. Decode (s_q * group <= 16 packed rows): the mma.sync kernel (fwd_kernel.cuh), KW key warps,
-// each with all 16 rows against its part of the CTA's keys through its own pipeline of 32-key blocks,
-// 3 stages (53 KB per warp at d 128): one warp per scheduler and ~128 KB of K/V requests in flight per SM.
-// KW = 2 (the warps merge in shared memory) when the tiles alone cannot fill the SMs: half the splits
-// (b32 x 1k: none, no merge kernel); KW = 1 otherwise (longer CTAs, half the waves: b128 x 1k 186 vs 193 us).
-// KV: an fp8 cache's byte (its blocks converted to T in shared memory as they land), else T.
-template <typename T, int D, int DV, int KW, typename KV = T> struct decode_cfg {
-    typedef fwd_cfg<T, D, DV, 1, 32, 3, 1, KW, KV> type;
-};
-// Prefill: the wgmma kernel (fwd_wgmma.cuh) at every head dim the dispatch names: 128-row tiles, key
-// blocks and Q buffers per head dims (wg_shape). d 96 runs on the d 128 kernel, its features past 96
-// zeros (TMA reads them as out of bounds, cp.async does not read them), as does any pair padded to
-// max(d, d_v). (The mma.sync prefill this replaced ran d 256 at a third of cuDNN: PERF.md step 41.)
-template <typename T, int D, int DV> struct prefill_cfg {
-    typedef wg_cfg<T, D, DV> type; // wg_shape holds its tile shape; wg_cfg's asserts reject what it cannot run
-};
-template <typename T> struct prefill_cfg<T, 96, 96> {
-    typedef wg_cfg<T, 128, 128> type;
-};
-
-// The wgmma kernel's configs (persistent or four tiles per CTA, fwd_wgmma.cuh wg_tile_at) and the
-// others (one tile per CTA).
-template <class C> struct is_wg {
-    static constexpr bool value = false;
-};
-template <typename T, int D, int DV> struct is_wg<wg_cfg<T, D, DV>> {
-    static constexpr bool value = true;
-};
-
-// cuTensorMapEncodeTiled from the driver (no link to libcuda), or NULL.
-static PFN_cuTensorMapEncodeTiled_v12000 tma_encoder(void) {
-    static PFN_cuTensorMapEncodeTiled_v12000 fn;
-    static int looked;
-    if (!looked) {
-        void *f = NULL;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-            q == cudaDriverEntryPointSuccess)
-            fn = (PFN_cuTensorMapEncodeTiled_v12000)f;
-        cudaGetLastError();
-        looked = 1;
-    }
-    return fn;
-}
-
-// A TMA descriptor of K or V x: (dim, h_k, rows, outer) with element strides (sh, sr, so), in boxes of
-// 64 x 1 x box_rows x 1 with the 128-byte swizzle (fwd_wgmma.cuh's tile layout). 0 when TMA cannot take
-// it (strides, alignment, sizes, driver).
-static int encode_kv_map(CUtensorMap *m, const fc_problem *p, const fc_view *x, int dim, int64_t rows, int64_t outer,
-                         int64_t so, int box_rows) {
-    PFN_cuTensorMapEncodeTiled_v12000 enc = tma_encoder();
-    if (!enc || rows <= 0 || outer <= 0) return 0;
-    int64_t es = fc_dtype_size(p->dtype);
-    if (outer == 1) so = x->sr * rows; // one outer index: any stride will do
-    cuuint64_t dims[4] = {(cuuint64_t)dim, (cuuint64_t)p->h_k, (cuuint64_t)rows, (cuuint64_t)outer};
-    cuuint64_t strides[3] = {(cuuint64_t)(x->sh * es), (cuuint64_t)(x->sr * es), (cuuint64_t)(so * es)};
-    for (int i = 0; i < 3; i++)
-        if ((int64_t)strides[i] <= 0 || strides[i] % 16 || strides[i] >= (1ull << 40)) return 0;
-    if ((uintptr_t)x->data % 16 || rows >= (1ll << 31) || outer >= (1ll << 31)) return 0; // int32 coordinates
-    cuuint32_t box[4] = {64, 1, (cuuint32_t)box_rows, 1}, step[4] = {1, 1, 1, 1};
-    CUtensorMapDataType t = p->dtype == FC_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    return enc(m, t, 4, x->data, dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
-// The wgmma kernel's K/V descriptors (wg_tma): dense (b, s_k), varlen (total_k rows), paged (num_pages
-// of page_size rows, when a page is a multiple of BN rows or a divisor of BN of 64 rows or more: each box
-// of box_rows keys then lies in one page). Otherwise off: cp.async. (Pages of 16 by 16-row boxes, eight
-// per 64 features, measured 14% slower than cp.async on the H100; 64 and 256 +42% and +59%.)
-template <class C>
-static wg_tma wg_tma_of(const fc_problem *p) {
-    wg_tma tm;
-    memset(&tm, 0, sizeof tm);
-    int64_t rows = 0, outer = 0, sk = 0, sv = 0;
-    int kind = WG_TMA_OFF, box = C::BN;
-    switch (p->kv_layout) {
-    case FC_KV_DENSE: kind = WG_TMA_DENSE, rows = p->s_k, outer = p->k_batch, sk = p->k.sb, sv = p->v.sb; break;
-    case FC_KV_VARLEN: kind = WG_TMA_VARLEN, rows = p->total_k, outer = 1; break;
-    default:
-        if (p->page_size % 64 == 0 && (p->page_size % C::BN == 0 || C::BN % p->page_size == 0)) {
-            kind = WG_TMA_PAGED, rows = p->page_size, outer = p->num_pages, sk = p->k.sb, sv = p->v.sb;
-            box = p->page_size < C::BN ? p->page_size : C::BN;
-        }
-    }
-    // The maps' feature extents are p's d and d_v: the boxes past them (a padded head dim) come as zeros.
-    if (kind != WG_TMA_OFF && encode_kv_map(&tm.k, p, &p->k, p->d, rows, outer, sk, box) &&
-        encode_kv_map(&tm.v, p, &p->v, p->d_v, rows, outer, sv, box)) {
-        tm.kind = kind;
-        tm.box_rows = box;
-    }
-    return tm;
-}
-
-static bool use_decode_cfg(const fc_problem *p) { return (int64_t)p->s_q * (p->h_q / p->h_k) <= 16; }
-
-// CTAs of a config that fit on one SM, by shared memory and threads.
-static int ctas_per_sm(int smem, int threads) {
-    int n = (227 * 1024) / (smem + 1024);
-    if (n > 2048 / threads) n = 2048 / threads;
-    return n < 1 ? 1 : n;
-}
-
-// (query-row tile, KV head, sequence) work items of p at `rows` packed rows per tile.
-static int64_t tiles_of_problem(const fc_problem *p, int rows) {
-    return ((int64_t)p->s_q * (p->h_q / p->h_k) + rows - 1) / rows * p->h_k * p->batch;
-}
-
-// What the split planner needs to know of a config.
-struct cfg_info {
-    int rows, bn, smem, threads, kw; // kw: key warps, each taking a part of a split's blocks
-    bool wg;                         // the wgmma kernel (else fwd_kernel's mma.sync)
-    int d, dv, tile_rows, qbuf;      // the kernel's head dims, rows per tile, Q buffers (wgmma)
-};
-
-// Q buffers of a config (wg_cfg's; fwd_kernel has one).
-template <class C, class = void> struct qbuf_of {
-    static constexpr int n = 1;
-};
-template <class C> struct qbuf_of<C, decltype(void(C::QBUF))> {
-    static constexpr int n = C::QBUF;
-};
-
-static int sm_count(void) {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-        cudaGetLastError();
-        sms = 132;
-    }
-    return sms;
-}
-
-// cudaFuncSetAttribute(kernel, max dynamic shared memory) once per kernel (config C and VARIANT, which tells
-// apart kernels of one config and one type: the wgmma kernel's two walks) and device: the attribute stays
-// with the context, and setting it on every call cost host time on each launch.
-template <class C, int VARIANT = 0, class K>
-static fc_status allow_smem(K kernel, int bytes) {
-    static unsigned long long done; // bit d: set on device d (devices >= 64 set it every time)
-    int dev = 0;
-    FC_CUDA_TRY(cudaGetDevice(&dev));
-    unsigned long long bit = dev < 64 ? 1ull << dev : 0;
-    if (bit && (__atomic_load_n(&done, __ATOMIC_ACQUIRE) & bit)) return FC_OK;
-    FC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    __atomic_fetch_or(&done, bit, __ATOMIC_RELEASE);
-    return FC_OK;
-}
-
-// CTAs of the kernel (at `bytes` of shared memory, C::THREADS threads) resident on one SM at once, asked of
-// the runtime once (registers count: the wgmma kernel's setmaxnreg budget leaves room for one).
-template <class C, int VARIANT = 0, class K>
-static fc_status resident_per_sm(K kernel, int bytes, int *n) {
-    static int cached; // 0: not asked yet
-    int c = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
-    if (c == 0) {
-        FC_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c, kernel, C::THREADS, bytes));
-        if (c < 1) c = 1;
-        __atomic_store_n(&cached, c, __ATOMIC_RELEASE);
-    }
-    *n = c;
-    return FC_OK;
-}
-
-// The wgmma prefill's persistent walk (fwd_wgmma.cuh wg_tile_at), where it measured faster (PERF.md step
-// 53d): no mask, d >= 128 (the kernel is compiled there only), at most 2k packed query rows per (sequence,
-// KV head): short tiles lists, where one pipeline fill per four tiles cost the most.
-static bool wg_persistent(const fc_problem *p) {
-    return !wg_masked(*p) && (int64_t)p->s_q * (p->h_q / p->h_k) <= 2048;
-}
-
-template <class C>
-static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
-    if (info) {
-        *info = cfg_info{C::BM, C::BN, C::SMEM_BYTES, C::THREADS, pipe_of<C>::kw, is_wg<C>::value, C::D, C::DV, C::BM,
-                         qbuf_of<C>::n};
-        return FC_OK;
-    }
-    int group = p->h_q / p->h_k;
-    int64_t m_tiles = ((int64_t)p->s_q * group + C::BM - 1) / C::BM;
-    int64_t z = (int64_t)p->batch * p->h_k, x_major = m_tiles * ws.splits * p->h_k;
-    if (m_tiles == 0 || z == 0) return FC_OK;
-    if constexpr (is_wg<C>::value) {
-        int64_t units = m_tiles * ws.splits * z, groups = (m_tiles + C::TILES - 1) / C::TILES;
-        if (z > 65535 || ws.splits > 65535 || groups > 0x7fffffff || units > 0x7fffffff)
-            return fc_fail(FC_ERR_UNSUPPORTED, "q", "too many work units for the CUDA kernel (%lld tiles x %d splits x %lld)",
-                           (long long)m_tiles, ws.splits, (long long)z);
-        if constexpr (C::D >= 128) {
-            if (wg_persistent(p)) { // a grid of as many CTAs as fit at once, walking the units (wg_tile_at)
-                int per_sm = 1;
-                fc_status st = allow_smem<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES);
-                if (st == FC_OK) st = resident_per_sm<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES, &per_sm);
-                if (st != FC_OK) return st;
-                int64_t ctas = (int64_t)sm_count() * per_sm;
-                fwd_wgmma_kernel<C, true><<<(unsigned)(units < ctas ? units : ctas), C::THREADS, C::SMEM_BYTES, stream>>>(
-                    *p, ws, wg_tma_of<C>(p));
-                FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
-                return FC_OK;
-            }
-        }
-        fc_status st = allow_smem<C>(fwd_wgmma_kernel<C, false>, C::SMEM_BYTES);
-        if (st != FC_OK) return st;
-        dim3 grid((unsigned)groups, (unsigned)ws.splits, (unsigned)z);
-        fwd_wgmma_kernel<C, false><<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, wg_tma_of<C>(p));
-        FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
-    } else {
-        bool fits = C::HEAD_MAJOR ? x_major <= 0x7fffffff && p->batch <= 65535
-                                  : m_tiles <= 0x7fffffff && z <= 65535 && ws.splits <= 65535;
-        if (!fits)
-            return fc_fail(FC_ERR_UNSUPPORTED, "q", "grid too large for the CUDA kernel (%lld tiles x %d splits x %lld)",
-                           (long long)m_tiles, ws.splits, (long long)z);
-        dim3 grid = C::HEAD_MAJOR ? dim3((unsigned)x_major, (unsigned)p->batch, 1)
-                                  : dim3((unsigned)m_tiles, (unsigned)ws.splits, (unsigned)z);
-        void (*kernel)(const fc_problem, fc_split_ws) = fwd_kernel<C>;
-        fc_status st = allow_smem<C>(kernel, C::SMEM_BYTES);
-        if (st != FC_OK) return st;
-        if (C::HEAD_MAJOR) // decode: launched early (PDL), fwd_kernel waits for the previous kernel first
-            FC_CUDA_TRY(fc_launch_pdl(kernel, grid, dim3(C::THREADS), C::SMEM_BYTES, stream, *p, ws));
-        else
-            kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws);
-        FC_CUDA_LAUNCHED("fwd_kernel");
-    }
-    return FC_OK;
-}
-
-// Kernels of head dims D, DV for p, whose d, d_v are these or (padded) smaller: both kernels zero-fill the
-// extra features of Q, K and V and store d_v output features.
-template <typename T, int D, int DV, typename KV = T>
-static fc_status launch_decode(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
-    typedef typename decode_cfg<T, D, DV, 1, KV>::type one;
-    if (tiles_of_problem(p, one::BM) < (int64_t)sm_count() * ctas_per_sm(one::SMEM_BYTES, one::THREADS))
-        return launch<typename decode_cfg<T, D, DV, 2, KV>::type>(p, ws, stream, info); // key warps
-    return launch<one>(p, ws, stream, info);
-}
-
-template <typename T, int D, int DV>
-static fc_status launch_dims(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
-    if (use_decode_cfg(p)) return launch_decode<T, D, DV>(p, ws, stream, info);
-    return launch<typename prefill_cfg<T, D, DV>::type>(p, ws, stream, info);
-}
+// fwd.cu — the forward kernels' dispatch over dtype and head dims (to the units of fwd_launch.cuh), split
+// planning, the description of a call's kernel.
+#include "fwd_launch.cuh"
 
 // fp8 caches (e4m3 / e5m2 under bf16 / fp16 queries): the decode kernel, whose stages hold the fp8 rows and
 // convert each block to T (fwd_kernel.cuh, convert_block), at kernel dims 64, 128 and 256 (the others padded
@@ -255,10 +13,10 @@ static fc_status dispatch_fp8(const fc_problem *p, fc_split_ws ws, cudaStream_t 
         return fc_fail(FC_ERR_UNSUPPORTED, "k", "fp8 caches on CUDA need d and d_v multiples of 16 (d %d, d_v %d)", p->d,
                        p->d_v);
     int dim = p->d > p->d_v ? p->d : p->d_v;
-#define FC_FP8_DIMS(T)                                                                                        \
-    if (dim <= 64) return launch_decode<T, 64, 64, unsigned char>(p, ws, stream, info);                       \
-    if (dim <= 128) return launch_decode<T, 128, 128, unsigned char>(p, ws, stream, info);                    \
-    return launch_decode<T, 256, 256, unsigned char>(p, ws, stream, info);
+#define FC_FP8_DIMS(T)                                                                                     \
+    if (dim <= 64) return fwd_launch_unit<T, 64, 64, unsigned char>(p, ws, stream, info);                  \
+    if (dim <= 128) return fwd_launch_unit<T, 128, 128, unsigned char>(p, ws, stream, info);               \
+    return fwd_launch_unit<T, 256, 256, unsigned char>(p, ws, stream, info);
     if (p->dtype == FC_BF16) { FC_FP8_DIMS(__nv_bfloat16) } else { FC_FP8_DIMS(__half) }
 #undef FC_FP8_DIMS
 }
@@ -271,14 +29,14 @@ static int kernel_dim(int d) { return d <= 64 ? 64 : d <= 96 ? 96 : d <= 128 ? 1
 // the kernel dim of max(d, d_v) (both kernels zero-fill the features past d and d_v).
 static fc_status dispatch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (p->kv_dtype != p->dtype) return dispatch_fp8(p, ws, stream, info);
-#define FC_DIMS(T)                                                                                 \
-    if (p->d == 192 && p->d_v == 128) return launch_dims<T, 192, 128>(p, ws, stream, info);        \
-    switch (kernel_dim(p->d > p->d_v ? p->d : p->d_v)) {                                           \
-    case 64: return launch_dims<T, 64, 64>(p, ws, stream, info);                                   \
-    case 96: return launch_dims<T, 96, 96>(p, ws, stream, info);                                   \
-    case 128: return launch_dims<T, 128, 128>(p, ws, stream, info);                                \
-    case 192: return launch_dims<T, 192, 192>(p, ws, stream, info);                                \
-    case 256: return launch_dims<T, 256, 256>(p, ws, stream, info);                                \
+#define FC_DIMS(T)                                                                                         \
+    if (p->d == 192 && p->d_v == 128) return fwd_launch_unit<T, 192, 128, T>(p, ws, stream, info);         \
+    switch (kernel_dim(p->d > p->d_v ? p->d : p->d_v)) {                                                   \
+    case 64: return fwd_launch_unit<T, 64, 64, T>(p, ws, stream, info);                                    \
+    case 96: return fwd_launch_unit<T, 96, 96, T>(p, ws, stream, info);                                    \
+    case 128: return fwd_launch_unit<T, 128, 128, T>(p, ws, stream, info);                                 \
+    case 192: return fwd_launch_unit<T, 192, 192, T>(p, ws, stream, info);                                 \
+    case 256: return fwd_launch_unit<T, 256, 256, T>(p, ws, stream, info);                                 \
     }
     if (p->dtype == FC_BF16) { FC_DIMS(__nv_bfloat16) } else { FC_DIMS(__half) }
 #undef FC_DIMS
@@ -328,5 +86,17 @@ fc_status fc_cuda_launch_fwd(const fc_problem *p, fc_split_ws ws, cudaStream_t s
 }
 
 #ifdef FC_TRACE
-extern "C" void fc_cuda_trace_fwd_copy(unsigned long long (*dst)[4]) { fc_trace_copy(dst); }
+// The forward kernels' trace: the units' tables merged (the last call's stamps are in one of them).
+extern "C" void fc_cuda_trace_fwd_copy(unsigned long long (*dst)[4]) {
+    static unsigned long long t[FC_TRACE_CTAS][4];
+    void (*units[])(unsigned long long (*)[4]) = {fc_trace_copy_d64, fc_trace_copy_d96, fc_trace_copy_d128,
+                                                  fc_trace_copy_d192, fc_trace_copy_d256, fc_trace_copy_fp8};
+    memset(dst, 0, sizeof t);
+    for (auto copy : units) {
+        copy(t);
+        for (int i = 0; i < FC_TRACE_CTAS; i++)
+            for (int k = 0; k < 4; k++)
+                if (t[i][k] > dst[i][k]) dst[i][k] = t[i][k];
+    }
+}
 #endif

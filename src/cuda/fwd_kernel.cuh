@@ -9,7 +9,7 @@
 // once per row (the page-table read) into a small table. Decode gives a tile KW key warps,
 // each with all rows and its own pipeline over a part of the keys (fwd_cfg, merge_key_warps).
 // Prefill ran here too (4 row warps, MT = 2 up to d 128) until the wgmma kernel took every head dim
-// (fwd.cu); fwd_cfg still takes those shapes.
+// (fwd_launch.cuh); fwd_cfg still takes those shapes.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

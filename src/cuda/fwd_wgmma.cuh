@@ -66,7 +66,7 @@ struct wg_cfg {
                   "setmaxnreg.inc waits forever for registers the CTA does not have");
 };
 
-// TMA descriptors of K and V (built on the host, fwd.cu), in boxes of 64 features x 1 head x box_rows keys
+// TMA descriptors of K and V (built on the host, fwd_launch.cuh), in boxes of 64 features x 1 head x box_rows keys
 // with the 128-byte swizzle: dense (d, h_k, s_k, b), varlen (d, h_k, total_k, 1), paged (d, h_k,
 // page_size, num_pages) when pages are a multiple or a divisor of BN of at least 64 rows (box_rows =
 // min(page_size, BN)). kind = WG_TMA_OFF when K/V do not suit TMA.
@@ -101,7 +101,7 @@ __device__ __forceinline__ wg_smem wg_smem_of(char *raw) {
 
 // Two walks of the work units (query tile, split, sequence x KV head), each the same in the producer and
 // the consumers, so the pipeline runs on from one tile into the next for the CTA's whole life; the host
-// picks one per call (fwd.cu, wg_persistent), each a kernel of its own (P):
+// picks one per call (fwd_launch.cuh, wg_persistent), each a kernel of its own (P):
 // - the grid (P false): (query tiles / TILES, splits, sequence x KV head); CTA x takes its head's tiles x,
 //   2X - 1 - x, 2X + x, ... (a snake: under a causal mask each pair of its tiles adds up to about the same
 //   number of key blocks), and the hardware hands CTAs to SMs as they free up, which balances the rest.

@@ -1,0 +1,6 @@
+// fwd_d64.cu — the forward kernels of head dim 64, bf16 and fp16: one unit of fwd_launch.cuh.
+#include "fwd_launch.cuh"
+
+FC_FWD_UNIT(__nv_bfloat16, 64, 64, __nv_bfloat16);
+FC_FWD_UNIT(__half, 64, 64, __half);
+FC_FWD_TRACE_UNIT(d64)
