@@ -1,6 +1,8 @@
 # ab.sh — flashc alone, builds of several trees side by side (A/B of a change), in rotating order.
 # usage (GPU machine, repo root, after make): AB_TREES="new:. old:DIR [name:DIR ...]" [AB_ROUNDS=2]
 #        [AB_SET=all] [AB_ONLY="SUBSTRING ..."] [AB_SAMPLES=20] [AB_FLAGS="--kv-fp8 ..."] sh bench/ab.sh
+# Another branch's tree: `git archive BRANCH | tar -x -C DIR` into an untracked, not ignored DIR inside the
+# repository (the device tool copies such files; build/ stays ignored, so each tree builds there).
 # Builds every tree but the first (make -j all there, in parallel), then runs each tree's own
 # bench/compare.py --fresh --flashc-only (its binding, its library) once per round, the order rotated by one
 # each round so no tree always runs first; prints every run's table.
