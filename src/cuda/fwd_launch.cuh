@@ -171,11 +171,12 @@ static fc_status resident_per_sm(K kernel, int bytes, int *n) {
     return FC_OK;
 }
 
-// The wgmma prefill's persistent walk (fwd_wgmma.cuh wg_tile_at), where it measured faster (PERF.md step
-// 53d): no mask, d >= 128 (the kernel is compiled there only), at most 2k packed query rows per (sequence,
-// KV head): short tiles lists, where one pipeline fill per four tiles cost the most.
-static inline bool wg_persistent(const fc_problem *p) {
-    return !wg_masked(*p) && (int64_t)p->s_q * (p->h_q / p->h_k) <= 2048;
+// Whether the wgmma prefill of kernel head dim d takes the persistent walk (fwd_wgmma.cuh wg_tile_at), where
+// it measured faster (PERF.md step 53d): no mask, d >= 128 (the kernel is compiled there only), at most 2k
+// packed query rows per (sequence, KV head): short tile lists, where one pipeline fill per four tiles cost
+// the most.
+static inline bool wg_persistent(const fc_problem *p, int d) {
+    return d >= 128 && !wg_masked(*p) && (int64_t)p->s_q * (p->h_q / p->h_k) <= 2048;
 }
 
 template <class C>
@@ -191,11 +192,11 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
     if (m_tiles == 0 || z == 0) return FC_OK;
     if constexpr (is_wg<C>::value) {
         int64_t units = m_tiles * ws.splits * z, groups = (m_tiles + C::TILES - 1) / C::TILES;
-        if (z > 65535 || ws.splits > 65535 || groups > 0x7fffffff || units > 0x7fffffff)
+        if (z > 65535 || ws.splits > 65535 || units > 0x7fffffff) // groups <= units
             return fc_fail(FC_ERR_UNSUPPORTED, "q", "too many work units for the CUDA kernel (%lld tiles x %d splits x %lld)",
                            (long long)m_tiles, ws.splits, (long long)z);
         if constexpr (C::D >= 128) {
-            if (wg_persistent(p)) { // a grid of as many CTAs as fit at once, walking the units (wg_tile_at)
+            if (wg_persistent(p, C::D)) { // a grid of as many CTAs as fit at once, walking the units (wg_tile_at)
                 int per_sm = 1;
                 fc_status st = allow_smem<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES);
                 if (st == FC_OK) st = resident_per_sm<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES, &per_sm);

@@ -44,7 +44,7 @@ template <typename T_, int D_, int DV_>
 struct wg_cfg {
     typedef T_ T;
     static constexpr int D = D_, DV = DV_, BN = wg_shape<D, DV>::BN, STAGES = 2, CONSUMERS = 2;
-    static constexpr int TILES = 4;                                  // query tiles per CTA under a mask (wg_tile_at)
+    static constexpr int TILES = 4;                                  // query tiles per CTA of the grid walk (wg_tile_at)
     static constexpr int QBUF = wg_shape<D, DV>::QBUF;               // Q buffers, a ring over the tiles
     static constexpr bool LAZY = wg_shape<D, DV>::LAZY;              // lazy rescale (softmax_update)
     static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
