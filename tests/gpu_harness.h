@@ -266,6 +266,8 @@ typedef struct cmp {
     double cpu_excess; /* max over elements of |gpu - cpu| - eps(dtype) (|cpu| + max|v|): roundings of out, P */
     int64_t at[4];     /* where cpu_excess is: sequence, row, head, feature */
     double at_gpu, at_cpu, at_ref; /* the values there (at_ref: ref64's, NaN where the row is not sampled) */
+    int64_t err_at[4];             /* where err is (sampled rows): sequence, row, head, feature */
+    double err_gpu, err_cpu, err_ref, err_lowp; /* the values there */
     int64_t nans, masked_bad, lse_bad, pad_bad, cache_bad, cache_rot_ulp;
 } cmp;
 
@@ -303,7 +305,11 @@ static inline void cmp_row(const prob *P, const refs *R, const gpu_run *g, int b
         }
         if (!sampled) continue;
         double er = fabs(x - R->out[k]), el = fabs(R->low[k] - R->out[k]);
-        if (!(er <= m->err)) m->err = isnan(er) ? INFINITY : er;
+        if (!(er <= m->err)) {
+            m->err = isnan(er) ? INFINITY : er;
+            m->err_at[0] = b, m->err_at[1] = r, m->err_at[2] = h, m->err_at[3] = e;
+            m->err_gpu = x, m->err_cpu = y, m->err_ref = R->out[k], m->err_lowp = R->low[k];
+        }
         if (el > m->err_low) m->err_low = el;
     }
 }
@@ -371,9 +377,11 @@ static inline double check_run(group *g, const prob *P, const refs *R, const gpu
     if (m.cpu_diff > g->worst_cpu_diff) g->worst_cpu_diff = m.cpu_diff;
     int ok = tu_check(m.nans == 0 && m.masked_bad == 0 && m.err <= tol,
                       "%s [%s] split %d: max|gpu-ref64| %.3g, max|lowp-ref64| %.3g, ratio %.3g, NaN %lld, "
-                      "masked rows nonzero %lld (rows every %d)",
+                      "masked rows nonzero %lld (rows every %d; the max at sequence %lld row %lld head %lld feature "
+                      "%lld: gpu %.6g cpu %.6g ref64 %.6g lowp %.6g)",
                       g->name, desc, splits, m.err, m.err_low, ratio, (long long)m.nans, (long long)m.masked_bad,
-                      R->row_step);
+                      R->row_step, (long long)m.err_at[0], (long long)m.err_at[1], (long long)m.err_at[2],
+                      (long long)m.err_at[3], m.err_gpu, m.err_cpu, m.err_ref, m.err_lowp);
     group_note(g, ok, ratio, desc);
     worst_update(&g_worst_ratio, ratio);
     ok = tu_check(m.cpu_excess <= 2 * tol,
