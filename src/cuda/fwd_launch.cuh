@@ -16,9 +16,13 @@
 // KW = 2 (the warps merge in shared memory) when the tiles alone cannot fill the SMs: half the splits
 // (b32 x 1k: none, no merge kernel); KW = 1 otherwise (longer CTAs, half the waves: b128 x 1k 186 vs 193 us).
 // KV: an fp8 cache's byte (its blocks converted to T in shared memory as they land), else T.
+// fp8 caches take 5 stages where bf16 / fp16 take 3: a stage holds half the bytes, and decode is bound by the
+// bytes in flight per SM (Little's law; PERF.md step 54): 5 keep two CTAs on an SM at d 128 with KW 2.
 template <typename T, int D, int DV, int KW, typename KV = T> struct decode_cfg {
-    typedef fwd_cfg<T, D, DV, 1, 32, 3, 1, KW, KV> type;
+    typedef fwd_cfg<T, D, DV, 1, 32, sizeof(KV) == 1 ? 5 : 3, 1, KW, KV> type;
 };
+static_assert(2 * (decode_cfg<__nv_bfloat16, 128, 128, 2, unsigned char>::type::SMEM_BYTES + 1024) <= 227 * 1024,
+              "fp8 decode at d 128: two CTAs per SM");
 // Prefill: the wgmma kernel (fwd_wgmma.cuh) at every head dim the dispatch names: 128-row tiles, key
 // blocks and Q buffers per head dims (wg_shape). d 96 runs on the d 128 kernel, its features past 96
 // zeros (TMA reads them as out of bounds, cp.async does not read them), as does any pair padded to
