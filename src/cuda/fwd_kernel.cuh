@@ -339,7 +339,6 @@ __device__ __forceinline__ void convert_rows(const char *in, char *out) {
     }
 }
 
-// The K and V of a landed stage into the conversion tiles cvt (K at 0, V at K_BYTES).
 // A landed block's K (V false) or V rows, fp8 as stored, into the M tile the MMAs read (cvt: one buffer
 // for both, K converted before Q K^T and V after it, so the stages take the bytes a second tile would).
 template <class C, bool V>
@@ -698,9 +697,9 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         if (it == n_blocks - 1) FC_STAMP(2);
         int ahead = it + C::STAGES - 1;
         issue_block<C>(p, t, ahead, n_blocks, stages + (ahead % C::STAGES) * C::STAGE_BYTES, rows, locs, locs2, &bad);
-        const char *sk = stages + (it % C::STAGES) * C::STAGE_BYTES, *sv = sk + C::KS_BYTES;
+        const char *stage = stages + (it % C::STAGES) * C::STAGE_BYTES, *sk = stage, *sv = stage + C::KS_BYTES;
         if constexpr (C::FP8) { // every thread of the pipeline is past block it - 1's reads of cvt (the sync above)
-            convert_block<C, false>(p, sk, cvt);
+            convert_block<C, false>(p, stage, cvt);
             pipe_sync<C>();
             sk = cvt;
         }
@@ -724,7 +723,7 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
             rescale_rows<C>(o, rescale);
         if constexpr (C::FP8) { // K's reads of cvt done by every thread of the pipeline, then V into it
             pipe_sync<C>();
-            convert_block<C, true>(p, sv, cvt);
+            convert_block<C, true>(p, stage, cvt); // (the stage: convert_block finds its V)
             pipe_sync<C>();
             sv = cvt;
         }
