@@ -28,7 +28,7 @@
 // (NWARPS = 1, KW key warps): each warp takes every row of the tile against its own part of the keys,
 // through its own pipeline (stages, row table), and the warps merge their states at the end.
 // KV_: the cache's element type, T_ or (decode) an fp8 byte: the stages then hold the rows as stored and each
-// landed block is converted into one M tile pair (CVT_BYTES) that the MMAs read (convert_block). M, the MMAs'
+// landed block is converted into the M tile that the MMAs read, K then V through one buffer (convert_block). M, the MMAs'
 // operand type: T, or fp16 for an fp8 cache (one conversion instruction per two fp8 values; bf16 queries are
 // converted to fp16 once per tile with a power-of-two scale, q_to_f16).
 template <typename T_, int D_, int DV_, int NWARPS_, int BN_, int STAGES_, int MT_, int KW_ = 1, typename KV_ = T_>
@@ -52,7 +52,7 @@ struct fwd_cfg {
     static constexpr int DPITCH_KV = (DCH_KV + 7) / 8 * 8, DVPITCH_KV = (DVCH_KV + 7) / 8 * 8;
     static constexpr int KS_BYTES = BN * DPITCH_KV * 16, VS_BYTES = BN * DVPITCH_KV * 16; // a block as stored
     static constexpr int STAGE_BYTES = KS_BYTES + VS_BYTES;
-    static constexpr int CVT_BYTES = FP8 ? K_BYTES + V_BYTES : 0;           // fp8: the block converted to M
+    static constexpr int CVT_BYTES = FP8 ? (K_BYTES > V_BYTES ? K_BYTES : V_BYTES) : 0; // fp8: K, then V, as M
     static constexpr int ROWS_BYTES = 2 * BN * 8;                           // the row table (K and V)
     static constexpr int PIPE_BYTES = STAGES * STAGE_BYTES + CVT_BYTES + ROWS_BYTES; // one pipeline
     static constexpr int SMEM_BYTES = Q_BYTES + KW * PIPE_BYTES;
@@ -339,16 +339,16 @@ __device__ __forceinline__ void convert_rows(const char *in, char *out) {
     }
 }
 
-// The K and V of a landed stage into the conversion tiles cvt (K at 0, V at K_BYTES).
-template <class C>
+// A landed block's K (V false) or V rows, fp8 as stored, into the M tile the MMAs read (cvt: one buffer
+// for both, K converted before Q K^T and V after it, so the stages take the bytes a second tile would).
+template <class C, bool V>
 __device__ __forceinline__ void convert_block(const fc_problem &p, const char *stage, char *cvt) {
-    if (p.kv_dtype == FC_E5M2) {
-        convert_rows<C, C::DCH_KV, C::DPITCH_KV, C::DPITCH, true>(stage, cvt);
-        convert_rows<C, C::DVCH_KV, C::DVPITCH_KV, C::DVPITCH, true>(stage + C::KS_BYTES, cvt + C::K_BYTES);
-    } else {
-        convert_rows<C, C::DCH_KV, C::DPITCH_KV, C::DPITCH, false>(stage, cvt);
-        convert_rows<C, C::DVCH_KV, C::DVPITCH_KV, C::DVPITCH, false>(stage + C::KS_BYTES, cvt + C::K_BYTES);
-    }
+    constexpr int CH = V ? C::DVCH_KV : C::DCH_KV, PIN = V ? C::DVPITCH_KV : C::DPITCH_KV, POUT = V ? C::DVPITCH : C::DPITCH;
+    const char *in = V ? stage + C::KS_BYTES : stage;
+    if (p.kv_dtype == FC_E5M2)
+        convert_rows<C, CH, PIN, POUT, true>(in, cvt);
+    else
+        convert_rows<C, CH, PIN, POUT, false>(in, cvt);
 }
 
 // bf16 queries against an fp8 cache: the Q tile (in shared memory, after rotary) converted in place to
@@ -697,11 +697,11 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         if (it == n_blocks - 1) FC_STAMP(2);
         int ahead = it + C::STAGES - 1;
         issue_block<C>(p, t, ahead, n_blocks, stages + (ahead % C::STAGES) * C::STAGE_BYTES, rows, locs, locs2, &bad);
-        const char *sk = stages + (it % C::STAGES) * C::STAGE_BYTES, *sv = sk + C::KS_BYTES;
+        const char *stage = stages + (it % C::STAGES) * C::STAGE_BYTES, *sk = stage, *sv = stage + C::KS_BYTES;
         if constexpr (C::FP8) { // every thread of the pipeline is past block it - 1's reads of cvt (the sync above)
-            convert_block<C>(p, sk, cvt);
+            convert_block<C, false>(p, stage, cvt);
             pipe_sync<C>();
-            sk = cvt, sv = cvt + C::K_BYTES;
+            sk = cvt;
         }
         float s[C::MT][C::BN / 8][4];
         qk_block<C>(sq, qf, sk, s);
@@ -721,6 +721,12 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         }
         if (__any_sync(0xffffffffu, moved)) // no row max of the warp moved: the output keeps its scale (FA4)
             rescale_rows<C>(o, rescale);
+        if constexpr (C::FP8) { // K's reads of cvt done by every thread of the pipeline, then V into it
+            pipe_sync<C>();
+            convert_block<C, true>(p, stage, cvt); // (the stage: convert_block finds its V)
+            pipe_sync<C>();
+            sv = cvt;
+        }
         pv_block<C>(sv, s, o);
     }
     cp_async_wait<0>(); // an empty split still issued the Q load
