@@ -20,7 +20,7 @@
 // of four warps share an SM, two warps per scheduler; with one per scheduler the kernel was issue-bound at
 // ~57% of the read ceiling (PERF.md steps 54, 56).
 template <typename T, int D, int DV, int KW, typename KV = T> struct decode_cfg {
-    typedef fwd_cfg<T, D, DV, 1, 32, sizeof(KV) == 1 && KW > 1 ? 2 : 3, 1, KW, KV> type;
+    typedef fwd_cfg<T, D, DV, 1, 32, (sizeof(KV) == 1 && KW > 1) ? 2 : 3, 1, KW, KV> type;
 };
 static_assert(2 * (decode_cfg<__nv_bfloat16, 128, 128, 4, unsigned char>::type::SMEM_BYTES + 1024) <= 227 * 1024,
               "fp8 decode at d 128: two CTAs of four key warps per SM");
