@@ -16,11 +16,11 @@
 // KW = 2 (the warps merge in shared memory) when the tiles alone cannot fill the SMs: half the splits
 // (b32 x 1k: none, no merge kernel); KW = 1 otherwise (longer CTAs, half the waves: b128 x 1k 186 vs 193 us).
 // KV: an fp8 cache's byte (its blocks converted to T in shared memory as they land), else T.
-// fp8 caches: 2 stages and, where key warps are used, KW 4: a warp's pipeline (~25 KB at d 128) lets two CTAs
+// fp8 caches: where key warps are used, KW 4 of 2 stages each (KW 1 keeps 3): a warp's pipeline (~25 KB at d 128) lets two CTAs
 // of four warps share an SM, two warps per scheduler; with one per scheduler the kernel was issue-bound at
 // ~57% of the read ceiling (PERF.md steps 54, 56).
 template <typename T, int D, int DV, int KW, typename KV = T> struct decode_cfg {
-    typedef fwd_cfg<T, D, DV, 1, 32, sizeof(KV) == 1 ? 2 : 3, 1, KW, KV> type;
+    typedef fwd_cfg<T, D, DV, 1, 32, (sizeof(KV) == 1 && KW > 1) ? 2 : 3, 1, KW, KV> type;
 };
 static_assert(2 * (decode_cfg<__nv_bfloat16, 128, 128, 4, unsigned char>::type::SMEM_BYTES + 1024) <= 227 * 1024,
               "fp8 decode at d 128: two CTAs of four key warps per SM");
