@@ -261,13 +261,17 @@ static inline void gpu_run_once(prob *P, fc_attn_args *d, const void *out_poison
 /* ref64's sampled rows: the work near g_ref_budget. */
 static inline int pick_row_step(const prob *P) { return refs_row_step(P, g_ref_budget); }
 
+/* An element of out and its values: sequence, row, head, feature; gpu, cpu, ref64 and lowp (NaN: not sampled). */
+typedef struct cmp_where {
+    int64_t at[4];
+    double gpu, cpu, ref, lowp;
+} cmp_where;
+
 typedef struct cmp {
     double err, err_low, cpu_diff, lse_err;
     double cpu_excess; /* max over elements of |gpu - cpu| - eps(dtype) (|cpu| + max|v|): roundings of out, P */
-    int64_t at[4];     /* where cpu_excess is: sequence, row, head, feature */
-    double at_gpu, at_cpu, at_ref; /* the values there (at_ref: ref64's, NaN where the row is not sampled) */
-    int64_t err_at[4];             /* where err is (sampled rows): sequence, row, head, feature */
-    double err_gpu, err_cpu, err_ref, err_lowp; /* the values there */
+    cmp_where at;      /* where cpu_excess is (ref: NaN where the row is not sampled) */
+    cmp_where err_at;  /* where err is (sampled rows) */
     int64_t nans, masked_bad, lse_bad, pad_bad, cache_bad, cache_rot_ulp;
 } cmp;
 
@@ -277,6 +281,7 @@ static inline void cmp_row(const prob *P, const refs *R, const gpu_run *g, int b
     int64_t row = P->q_row0[b] + r, o = out_off(P, b, r, h);
     const void *cpu = reg_host(P, &P->out);
     int sampled = ref64_sampled(row, r, P->len_q[b], R->row_step), masked = 0;
+    int64_t k0 = (row * c->h_q + h) * c->d_v;
     if (c->lse) {
         double cl = ((const float *)reg_host(P, &P->lse))[lse_off(P, b, r, h)];
         double gl = ((const float *)g->lse)[lse_off(P, b, r, h)];
@@ -297,19 +302,12 @@ static inline void cmp_row(const prob *P, const refs *R, const gpu_run *g, int b
          * differently: out moves by up to eps(dtype) max|v|, seen where out is small by cancellation) */
         double dc = fabs(x - y), ex = dc - tu_eps(c->dt) * (fabs(y) + P->vmax);
         if (!(dc <= m->cpu_diff)) m->cpu_diff = isnan(dc) ? INFINITY : dc;
-        int64_t k = (row * c->h_q + h) * c->d_v + e;
-        if (!(ex <= m->cpu_excess)) {
-            m->cpu_excess = isnan(ex) ? INFINITY : ex;
-            m->at[0] = b, m->at[1] = r, m->at[2] = h, m->at[3] = e;
-            m->at_gpu = x, m->at_cpu = y, m->at_ref = sampled ? R->out[k] : NAN;
-        }
+        int64_t k = k0 + e;
+        cmp_where here = {{b, r, h, e}, x, y, sampled ? R->out[k] : NAN, sampled ? R->low[k] : NAN};
+        if (!(ex <= m->cpu_excess)) m->cpu_excess = isnan(ex) ? INFINITY : ex, m->at = here;
         if (!sampled) continue;
         double er = fabs(x - R->out[k]), el = fabs(R->low[k] - R->out[k]);
-        if (!(er <= m->err)) {
-            m->err = isnan(er) ? INFINITY : er;
-            m->err_at[0] = b, m->err_at[1] = r, m->err_at[2] = h, m->err_at[3] = e;
-            m->err_gpu = x, m->err_cpu = y, m->err_ref = R->out[k], m->err_lowp = R->low[k];
-        }
+        if (!(er <= m->err)) m->err = isnan(er) ? INFINITY : er, m->err_at = here;
         if (el > m->err_low) m->err_low = el;
     }
 }
@@ -380,15 +378,15 @@ static inline double check_run(group *g, const prob *P, const refs *R, const gpu
                       "masked rows nonzero %lld (rows every %d; the max at sequence %lld row %lld head %lld feature "
                       "%lld: gpu %.6g cpu %.6g ref64 %.6g lowp %.6g)",
                       g->name, desc, splits, m.err, m.err_low, ratio, (long long)m.nans, (long long)m.masked_bad,
-                      R->row_step, (long long)m.err_at[0], (long long)m.err_at[1], (long long)m.err_at[2],
-                      (long long)m.err_at[3], m.err_gpu, m.err_cpu, m.err_ref, m.err_lowp);
+                      R->row_step, (long long)m.err_at.at[0], (long long)m.err_at.at[1], (long long)m.err_at.at[2],
+                      (long long)m.err_at.at[3], m.err_at.gpu, m.err_at.cpu, m.err_at.ref, m.err_at.lowp);
     group_note(g, ok, ratio, desc);
     worst_update(&g_worst_ratio, ratio);
     ok = tu_check(m.cpu_excess <= 2 * tol,
                   "%s [%s] split %d: |gpu-cpu| - eps|cpu| up to %.3g, over 2 x tolerance %.3g (max|gpu-cpu| %.3g; at "
                   "sequence %lld row %lld head %lld feature %lld: gpu %.6g cpu %.6g ref64 %.6g)",
-                  g->name, desc, splits, m.cpu_excess, 2 * tol, m.cpu_diff, (long long)m.at[0], (long long)m.at[1],
-                  (long long)m.at[2], (long long)m.at[3], m.at_gpu, m.at_cpu, m.at_ref);
+                  g->name, desc, splits, m.cpu_excess, 2 * tol, m.cpu_diff, (long long)m.at.at[0], (long long)m.at.at[1],
+                  (long long)m.at.at[2], (long long)m.at.at[3], m.at.gpu, m.at.cpu, m.at.ref);
     group_note(g, ok, 0, desc);
     if (c->lse) {
         ok = tu_check(m.lse_bad == 0, "%s [%s] split %d: lse %lld bad against the CPU's, worst rel err %.3g",

@@ -16,13 +16,15 @@
 // KW = 2 (the warps merge in shared memory) when the tiles alone cannot fill the SMs: half the splits
 // (b32 x 1k: none, no merge kernel); KW = 1 otherwise (longer CTAs, half the waves: b128 x 1k 186 vs 193 us).
 // KV: an fp8 cache's byte (its blocks converted to T in shared memory as they land), else T.
-// fp8 caches: where key warps are used, KW 4 of 2 stages each (KW 1 keeps 3): a warp's pipeline (~25 KB at d 128) lets two CTAs
-// of four warps share an SM, two warps per scheduler; with one per scheduler the kernel was issue-bound at
-// ~57% of the read ceiling (PERF.md steps 54, 56).
-template <typename T, int D, int DV, int KW, typename KV = T> struct decode_cfg {
-    typedef fwd_cfg<T, D, DV, 1, 32, (sizeof(KV) == 1 && KW > 1) ? 2 : 3, 1, KW, KV> type;
+// fp8 caches with key warps: KW 4 of 2 stages each (KW 1 keeps 3): a warp's pipeline (~25 KB at d 128) lets
+// two CTAs of four warps share an SM, two warps per scheduler; with one per scheduler the kernel was
+// issue-bound at ~57% of the read ceiling (PERF.md steps 54, 56).
+template <typename T, int D, int DV, bool KEY_WARPS, typename KV = T> struct decode_cfg {
+    static constexpr bool FP8 = sizeof(KV) == 1;
+    static constexpr int KW = !KEY_WARPS ? 1 : FP8 ? 4 : 2, STAGES = FP8 && KEY_WARPS ? 2 : 3;
+    typedef fwd_cfg<T, D, DV, 1, 32, STAGES, 1, KW, KV> type;
 };
-static_assert(2 * (decode_cfg<__nv_bfloat16, 128, 128, 4, unsigned char>::type::SMEM_BYTES + 1024) <= 227 * 1024,
+static_assert(2 * (decode_cfg<__nv_bfloat16, 128, 128, true, unsigned char>::type::SMEM_BYTES + 1024) <= 227 * 1024,
               "fp8 decode at d 128: two CTAs of four key warps per SM");
 // Prefill: the wgmma kernel (fwd_wgmma.cuh) at every head dim the dispatch names: 128-row tiles, key
 // blocks and Q buffers per head dims (wg_shape). d 96 runs on the d 128 kernel, its features past 96
@@ -242,10 +244,9 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
 // extra features of Q, K and V and store d_v output features.
 template <typename T, int D, int DV, typename KV = T>
 static fc_status launch_decode(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
-    typedef typename decode_cfg<T, D, DV, 1, KV>::type one;
+    typedef typename decode_cfg<T, D, DV, false, KV>::type one;
     if (tiles_of_problem(p, one::BM) < (int64_t)sm_count() * ctas_per_sm(one::SMEM_BYTES, one::THREADS))
-        return launch<typename decode_cfg<T, D, DV, sizeof(KV) == 1 ? 4 : 2, KV>::type>(p, ws, stream, info); // key warps
-                                                                                      // (fp8: 4, PERF.md step 56)
+        return launch<typename decode_cfg<T, D, DV, true, KV>::type>(p, ws, stream, info); // key warps
     return launch<one>(p, ws, stream, info);
 }
 
