@@ -306,7 +306,7 @@ static inline void cmp_row(const prob *P, const refs *R, const gpu_run *g, int b
         cmp_where here = {{b, r, h, e}, x, y, sampled ? R->out[k] : NAN, sampled ? R->low[k] : NAN};
         if (!(ex <= m->cpu_excess)) m->cpu_excess = isnan(ex) ? INFINITY : ex, m->at = here;
         if (!sampled) continue;
-        double er = fabs(x - R->out[k]), el = fabs(R->low[k] - R->out[k]);
+        double er = tu_err_beyond_rounding(c->dt, x, R->out[k]), el = fabs(R->low[k] - R->out[k]);
         if (!(er <= m->err)) m->err = isnan(er) ? INFINITY : er, m->err_at = here;
         if (el > m->err_low) m->err_low = el;
     }
@@ -374,7 +374,7 @@ static inline double check_run(group *g, const prob *P, const refs *R, const gpu
     if (m.nans || m.masked_bad) ratio = INFINITY;
     if (m.cpu_diff > g->worst_cpu_diff) g->worst_cpu_diff = m.cpu_diff;
     int ok = tu_check(m.nans == 0 && m.masked_bad == 0 && m.err <= tol,
-                      "%s [%s] split %d: max|gpu-ref64| %.3g, max|lowp-ref64| %.3g, ratio %.3g, NaN %lld, "
+                      "%s [%s] split %d: |gpu-ref64| beyond rounding %.3g, max|lowp-ref64| %.3g, ratio %.3g, NaN %lld, "
                       "masked rows nonzero %lld (rows every %d; the max at sequence %lld row %lld head %lld feature "
                       "%lld: gpu %.6g cpu %.6g ref64 %.6g lowp %.6g)",
                       g->name, desc, splits, m.err, m.err_low, ratio, (long long)m.nans, (long long)m.masked_bad,

@@ -29,8 +29,8 @@ static cmp compare(const prob *P, const refs *R, double *got) {
                     got[row * c->d_v + e] = x;
                     if (isnan(x)) m.nans++;
                     if (l64 == -INFINITY && x != 0) m.masked_bad++;
-                    double er = fabs(x - ref), el = fabs(R->low[row * c->d_v + e] - ref);
-                    if (er > m.err) m.err = er;
+                    double er = tu_err_beyond_rounding(c->dt, x, ref), el = fabs(R->low[row * c->d_v + e] - ref);
+                    if (!(er <= m.err)) m.err = isnan(er) ? INFINITY : er;
                     if (el > m.err_low) m.err_low = el;
                 }
                 if (!c->lse) continue;
@@ -74,7 +74,7 @@ static void run_split(group *g, prob *P, const refs *R, int splits, double *got,
     double tol = tol_of(m.err_low), ratio = m.err / tol;
     if (m.nans || m.masked_bad) ratio = INFINITY;
     ok = tu_check(m.nans == 0 && m.masked_bad == 0 && m.err <= tol,
-                  "%s [%s] split %d: out err %.3g, err_lowp %.3g, ratio %.3g, NaN %lld, masked rows nonzero %lld",
+                  "%s [%s] split %d: out err beyond rounding %.3g, err_lowp %.3g, ratio %.3g, NaN %lld, masked rows nonzero %lld",
                   g->name, desc, splits, m.err, m.err_low, ratio, (long long)m.nans, (long long)m.masked_bad);
     group_note(g, ok, ratio, desc);
     worst_update(&g_worst_ratio, ratio);
@@ -628,6 +628,33 @@ static void sweep_merge(group *g) {
                        777 + i);
 }
 
+/* The rule itself (problem.h): one rounding of the output either way passes, one step beyond it fails,
+ * NaN fails. The values are gpu_random seed 5901's (bf16, |out| in [1, 2), step 2^-7, tolerance 0.00437)
+ * and seed 8018's (fp16, [2, 4), step 2^-9, tolerance 0.00176). */
+static void sweep_tolerance(group *g) {
+    static const struct { fc_dtype dt; double ref, got, tol; int pass; } t[] = {
+        {FC_BF16, 1.08418, 1.0859375, 0.00437, 1},             /* ref64 rounded to nearest */
+        {FC_BF16, 1.08418, 1.078125, 0.00437, 1},              /* the next step down: seed 5901's GPU value */
+        {FC_BF16, 1.08418, 1.0703125, 0.00437, 0},             /* two steps down */
+        {FC_BF16, 1.08418, 1.09375, 0.00437, 0},               /* one step above the nearest */
+        {FC_FP16, -2.13686, -2.138671875, 0.00176, 1},         /* seed 8018's GPU value */
+        {FC_FP16, -2.13686, -2.140625, 0.00176, 0},            /* a step further */
+        {FC_BF16, 1.9990, 2.0, 1e-5, 1},                       /* rounded up into the next binade */
+        {FC_BF16, 0.01, 0.0102, 1e-5, 0},                      /* small values keep their small step */
+        {FC_BF16, 1.0, NAN, 1.0, 0},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        double e = tu_err_beyond_rounding(t[i].dt, t[i].got, t[i].ref);
+        int pass = e <= t[i].tol;
+        char desc[64];
+        snprintf(desc, sizeof desc, "ref %g got %g", t[i].ref, t[i].got);
+        g->cases++;
+        group_note(g, tu_check(pass == t[i].pass, "tolerance rule: %s, error beyond rounding %.3g, tolerance %.3g: "
+                                                  "%s, expected %s", desc, e, t[i].tol, pass ? "passes" : "fails",
+                               t[i].pass ? "to pass" : "to fail"), 0, desc);
+    }
+}
+
 /* ---------------------------------------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
@@ -636,7 +663,7 @@ int main(int argc, char **argv) {
         {"alibi", sweep_alibi},     {"sinks", sweep_sinks},     {"varlen", sweep_varlen},
         {"paged", sweep_paged},     {"splits", sweep_splits},   {"strides", sweep_strides},
         {"append", sweep_append},   {"masked", sweep_masked},   {"unused", sweep_unused},
-        {"threads", sweep_threads}, {"mixed", sweep_mixed},     {"merge", sweep_merge},
+        {"threads", sweep_threads}, {"mixed", sweep_mixed},     {"merge", sweep_merge}, {"tolerance", sweep_tolerance},
     };
     const char *only = argc > 1 ? argv[1] : NULL; /* optional: run one group by name */
     static float q[64], kv[64], o[64];

@@ -101,6 +101,23 @@ static inline double tu_eps(fc_dtype dt) {
     return dt == FC_BF16 ? 0x1p-7 : dt == FC_FP16 ? 0x1p-10 : dt == FC_E4M3 ? 0x1p-3 : dt == FC_E5M2 ? 0x1p-2 : 0x1p-23;
 }
 
+/* Half the spacing of dt at |x| (normal range): what rounding a value near x to dt may move it. */
+static inline double tu_half_step(fc_dtype dt, double x) {
+    if (x == 0 || !isfinite(x)) return 0;
+    int e;
+    frexp(x, &e);
+    return ldexp(tu_eps(dt), e - 2); /* eps 2^(e-1) / 2 */
+}
+
+/* An output element's error against ref64 beyond its final rounding to dt: FlashAttention's rule bounds
+ * what the kernel computed before it stored the value; storing it may round either way by half a step
+ * (a fp32 value near a midpoint lands on either side, whichever order the sums ran in). The larger
+ * magnitude picks the step, so a value rounded up into the next binade is not charged for it. NaN stays. */
+static inline double tu_err_beyond_rounding(fc_dtype dt, double got, double ref) {
+    double e = fabs(got - ref) - tu_half_step(dt, fmax(fabs(got), fabs(ref)));
+    return e > 0 || isnan(e) ? e : 0;
+}
+
 static inline double tu_bf16_to_double(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
     float f;
