@@ -53,9 +53,13 @@ struct fwd_cfg {
     static constexpr int KS_BYTES = BN * DPITCH_KV * 16, VS_BYTES = BN * DVPITCH_KV * 16; // a block as stored
     static constexpr int STAGE_BYTES = KS_BYTES + VS_BYTES;
     static constexpr int CVT_BYTES = FP8 ? (K_BYTES > V_BYTES ? K_BYTES : V_BYTES) : 0; // fp8: K, then V, as M
+    // One warp holding Q in registers (read from shared memory before the key loop): the conversion buffer
+    // takes Q's shared memory (4 KB less per CTA: 8 CTAs per SM instead of 7 at d 128, PERF.md step 57).
+    static constexpr bool CVT_IN_Q = FP8 && KW == 1 && Q_REGS;
+    static constexpr int QC_BYTES = CVT_IN_Q && CVT_BYTES > Q_BYTES ? CVT_BYTES : Q_BYTES; // Q (and cvt)
     static constexpr int ROWS_BYTES = 2 * BN * 8;                           // the row table (K and V)
-    static constexpr int PIPE_BYTES = STAGES * STAGE_BYTES + CVT_BYTES + ROWS_BYTES; // one pipeline
-    static constexpr int SMEM_BYTES = Q_BYTES + KW * PIPE_BYTES;
+    static constexpr int PIPE_BYTES = STAGES * STAGE_BYTES + (CVT_IN_Q ? 0 : CVT_BYTES) + ROWS_BYTES; // one pipeline
+    static constexpr int SMEM_BYTES = QC_BYTES + KW * PIPE_BYTES;
     static_assert(STAGES >= 2, "at least double buffering");
     static_assert(KW == 1 || NWARPS == 1, "key warps only in the one-row-warp (decode) config");
     static_assert(KB == sizeof(T_) || (KB == 1 && D % 16 == 0 && DV % 16 == 0), "fp8 rows: whole 16-byte chunks");
@@ -623,9 +627,9 @@ __device__ void merge_key_warps(float (*o)[C::DV / 8][4], row_softmax *st, char 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__ fc_problem p, fc_split_ws ws) {
     extern __shared__ __align__(128) char smem[];
-    char *sq = smem, *stages = smem + C::Q_BYTES + (C::KW > 1 ? threadIdx.x / 32 : 0) * C::PIPE_BYTES;
-    char *cvt = stages + C::STAGES * C::STAGE_BYTES; // fp8 caches: the block converted (CVT_BYTES)
-    int64_t *rows = (int64_t *)(cvt + C::CVT_BYTES);
+    char *sq = smem, *stages = smem + C::QC_BYTES + (C::KW > 1 ? threadIdx.x / 32 : 0) * C::PIPE_BYTES;
+    char *cvt = C::CVT_IN_Q ? smem : stages + C::STAGES * C::STAGE_BYTES; // fp8 caches: the block converted
+    int64_t *rows = (int64_t *)(stages + C::STAGES * C::STAGE_BYTES + (C::CVT_IN_Q ? 0 : C::CVT_BYTES));
     FC_STAMP(0);
     if constexpr (C::HEAD_MAJOR) warm_first_blocks<C, C::STAGES - 1>(p, ws.splits);
     pdl_wait();              // launched early (PDL): the previous kernel's writes are visible past here
@@ -687,7 +691,8 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
     // go to the softmax, the scale folded into its exp2 FFMA.
     bool plain = sc.cap == 0.0f && !p.alibi && sc.mul > 0.0f;
     uint32_t qf[C::Q_REGS ? C::D / 16 : 1][4];
-    if constexpr (C::Q_REGS) load_q_frags<C>(sq, qf);
+    if constexpr (C::Q_REGS) load_q_frags<C>(sq, qf); // (CVT_IN_Q: the loop's first pipe_sync orders these reads
+                                                       // before the first conversion writes over sq)
 
     for (int it = 0; it < n_blocks; it++) {
         int n = t.n_hi - 1 - it;
@@ -733,7 +738,7 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
     if ((t.bad && threadIdx.x == 0) || bad) report_sequence(p, t.b, t.bad | bad);
     if (t.bad && t.m0 == 0 && t.split == 0 && t.hk == 0) clear_cut_rows(p, ws, t.b, threadIdx.x, C::THREADS);
     if constexpr (C::KW > 1) {
-        merge_key_warps<C>(o, st, smem + C::Q_BYTES);
+        merge_key_warps<C>(o, st, smem + C::QC_BYTES);
         if (t.kpart > 0) return;
     }
     store_rows<C>(p, t, ws, o, st, out_scale);

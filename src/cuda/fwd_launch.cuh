@@ -16,16 +16,19 @@
 // KW = 2 (the warps merge in shared memory) when the tiles alone cannot fill the SMs: half the splits
 // (b32 x 1k: none, no merge kernel); KW = 1 otherwise (longer CTAs, half the waves: b128 x 1k 186 vs 193 us).
 // KV: an fp8 cache's byte (its blocks converted to T in shared memory as they land), else T.
-// fp8 caches with key warps: KW 4 of 2 stages each (KW 1 keeps 3): a warp's pipeline (~25 KB at d 128) lets
+// fp8 caches with key warps: KW 4 of 2 stages each: a warp's pipeline (~25 KB at d 128) lets
 // two CTAs of four warps share an SM, two warps per scheduler; with one per scheduler the kernel was
-// issue-bound at ~57% of the read ceiling (PERF.md steps 54, 56).
+// issue-bound at ~57% of the read ceiling (PERF.md steps 54, 56). KW 1: 2 stages too, its conversion buffer in
+// Q's place: 8 CTAs per SM, so b128's 1024 tiles run in one wave (6 per SM with 3 stages: 1.3 waves; step 57).
 template <typename T, int D, int DV, bool KEY_WARPS, typename KV = T> struct decode_cfg {
     static constexpr bool FP8 = sizeof(KV) == 1;
-    static constexpr int KW = !KEY_WARPS ? 1 : FP8 ? 4 : 2, STAGES = FP8 && KEY_WARPS ? 2 : 3;
+    static constexpr int KW = !KEY_WARPS ? 1 : FP8 ? 4 : 2, STAGES = FP8 ? 2 : 3;
     typedef fwd_cfg<T, D, DV, 1, 32, STAGES, 1, KW, KV> type;
 };
 static_assert(2 * (decode_cfg<__nv_bfloat16, 128, 128, true, unsigned char>::type::SMEM_BYTES + 1024) <= 227 * 1024,
               "fp8 decode at d 128: two CTAs of four key warps per SM");
+static_assert(8 * (decode_cfg<__nv_bfloat16, 128, 128, false, unsigned char>::type::SMEM_BYTES + 1024) <= 227 * 1024,
+              "fp8 decode at d 128, one warp per CTA: 8 CTAs per SM (the register limit; 1056 CTAs a wave)");
 // Prefill: the wgmma kernel (fwd_wgmma.cuh) at every head dim the dispatch names: 128-row tiles, key
 // blocks and Q buffers per head dims (wg_shape). d 96 runs on the d 128 kernel, its features past 96
 // zeros (TMA reads them as out of bounds, cp.async does not read them), as does any pair padded to
