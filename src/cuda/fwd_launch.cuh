@@ -19,7 +19,8 @@
 // fp8 caches with key warps: KW 4 of 2 stages each: a warp's pipeline (~25 KB at d 128) lets
 // two CTAs of four warps share an SM, two warps per scheduler; with one per scheduler the kernel was
 // issue-bound at ~57% of the read ceiling (PERF.md steps 54, 56). KW 1: 2 stages too, its conversion buffer in
-// Q's place: 8 CTAs per SM, so b128's 1024 tiles run in one wave (6 per SM with 3 stages: 1.3 waves; step 57).
+// Q's place: 8 CTAs per SM, so 1024 tiles run in one wave (6 per SM with 3 stages: 1.3 waves; step 57; b128 now
+// takes key warps, launch_decode's threshold being 132 x 8: the two tie at 8k keys).
 template <typename T, int D, int DV, bool KEY_WARPS, typename KV = T> struct decode_cfg {
     static constexpr bool FP8 = sizeof(KV) == 1;
     static constexpr int KW = !KEY_WARPS ? 1 : FP8 ? 4 : 2, STAGES = FP8 ? 2 : 3;
