@@ -3,7 +3,8 @@
  * Each case: random host inputs (never zeros), mirrored to the GPU; FC_DEVICE_CUDA runs on a non-default
  * stream with a cudaMalloc'd workspace and NaN-poisoned outputs; FC_DEVICE_CPU runs on the host copies;
  * ref64 (float64, and with the kernels' rounding steps) on sampled rows. Checks: FlashAttention's rule
- * |gpu - ref64| beyond out's rounding <= 2 max|ref_lowp - ref64| + 1e-5 (problem.h; the ratio is reported), every element written,
+ * |gpu - ref64| beyond out's rounding <= 2 max|ref_lowp - ref64| + 1e-5 (problem.h; the ratio is
+ * reported), every element written,
  * |gpu - cpu| within twice that tolerance plus one rounding of the value (every row; max|gpu - cpu| is
  * reported), lse within 1e-3 (1 + |lse|) of the CPU's, fully masked rows exactly 0 / -inf, padding
  * untouched, the cache after an append equal to the CPU's byte for byte, splits agreeing, CUDA graph

@@ -4,8 +4,8 @@
  * kernel must read (or write) past element 2^31 of a tensor, fills the rest of that tensor with a
  * pattern a wrong offset would show (NaN bytes, or a constant), and checks the GPU's results for those
  * rows against the CPU backend run on host copies of just the data involved, and ref64 on sampled rows,
- * as gpu_attn does: |gpu - ref64| beyond out's rounding <= 2 max|ref_lowp - ref64| + 1e-5, |gpu - cpu| - eps|cpu| within
- * twice that on every row, lse within 1e-3 (1 + |lse|) of the CPU's, no NaN.
+ * as gpu_attn does: |gpu - ref64| beyond out's rounding <= 2 max|ref_lowp - ref64| + 1e-5,
+ * |gpu - cpu| - eps|cpu| within twice that on every row, lse within 1e-3 (1 + |lse|) of the CPU's, no NaN.
  *
  * Cases (full sizes; --small moves the boundary from element 2^31 to 2^24, for a harness check):
  *   paged-psP-decode, -prefill  k and v (num_pages, P, 8, 128), P = 16, 64, 256, of more than 2^31
@@ -211,8 +211,9 @@ static void check_rows(const char *name, fc_attn_args *a, const void *gpu_out, c
         double tol = tol_of(m.err_low), ratio = m.nans || m.masked_bad ? INFINITY : m.err / tol;
         worst_update(&g_worst, ratio);
         tu_check(m.nans == 0 && m.masked_bad == 0 && m.err <= tol,
-                 "%s: |gpu-ref64| beyond rounding %.3g, max|lowp-ref64| %.3g, ratio %.3g, NaN %lld, masked rows nonzero %lld "
-                 "(rows every %d)", name, m.err, m.err_low, ratio, (long long)m.nans, (long long)m.masked_bad, step);
+                 "%s: |gpu-ref64| beyond rounding %.3g, max|lowp-ref64| %.3g, ratio %.3g, NaN %lld, masked rows "
+                 "nonzero %lld (rows every %d)",
+                 name, m.err, m.err_low, ratio, (long long)m.nans, (long long)m.masked_bad, step);
         tu_check(m.cpu_excess <= 2 * tol, "%s: |gpu-cpu| - eps|cpu| up to %.3g, over 2 x tolerance %.3g", name,
                  m.cpu_excess, 2 * tol);
         tu_check(m.lse_bad == 0, "%s: lse %lld bad against the CPU's, worst rel err %.3g", name, (long long)m.lse_bad,

@@ -385,8 +385,8 @@ static inline double check_run(group *g, const prob *P, const refs *R, const gpu
     ok = tu_check(m.cpu_excess <= 2 * tol,
                   "%s [%s] split %d: |gpu-cpu| - eps|cpu| up to %.3g, over 2 x tolerance %.3g (max|gpu-cpu| %.3g; at "
                   "sequence %lld row %lld head %lld feature %lld: gpu %.6g cpu %.6g ref64 %.6g)",
-                  g->name, desc, splits, m.cpu_excess, 2 * tol, m.cpu_diff, (long long)m.at.at[0], (long long)m.at.at[1],
-                  (long long)m.at.at[2], (long long)m.at.at[3], m.at.gpu, m.at.cpu, m.at.ref);
+                  g->name, desc, splits, m.cpu_excess, 2 * tol, m.cpu_diff, (long long)m.at.at[0],
+                  (long long)m.at.at[1], (long long)m.at.at[2], (long long)m.at.at[3], m.at.gpu, m.at.cpu, m.at.ref);
     group_note(g, ok, 0, desc);
     if (c->lse) {
         ok = tu_check(m.lse_bad == 0, "%s [%s] split %d: lse %lld bad against the CPU's, worst rel err %.3g",

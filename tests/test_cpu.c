@@ -74,7 +74,8 @@ static void run_split(group *g, prob *P, const refs *R, int splits, double *got,
     double tol = tol_of(m.err_low), ratio = m.err / tol;
     if (m.nans || m.masked_bad) ratio = INFINITY;
     ok = tu_check(m.nans == 0 && m.masked_bad == 0 && m.err <= tol,
-                  "%s [%s] split %d: out err beyond rounding %.3g, err_lowp %.3g, ratio %.3g, NaN %lld, masked rows nonzero %lld",
+                  "%s [%s] split %d: out err beyond rounding %.3g, err_lowp %.3g, ratio %.3g, NaN %lld, masked rows "
+                  "nonzero %lld",
                   g->name, desc, splits, m.err, m.err_low, ratio, (long long)m.nans, (long long)m.masked_bad);
     group_note(g, ok, ratio, desc);
     worst_update(&g_worst_ratio, ratio);

@@ -3,10 +3,11 @@
  * Case i is the case of seed FIRST + i of random_case.h, built with the CUDA backend's layouts exactly
  * as gpu_random builds it; the CPU backend runs it (with the case's num_splits, and its second count
  * where it draws one) and ref64 checks sampled rows. Checks: |cpu - ref64| beyond out's rounding <= 2
- * max|ref_lowp - ref64| + 1e-5 (FlashAttention's rule, problem.h), no NaN in any row, rows with no visible key exactly 0 / -inf, lse
- * within 1e-4 (1 + |lse|) of ref64's (with the kernels' rounding), plus twice what that rounding moves
- * ref64's lse (rotary: a rounding of rotated q), out's padding untouched, the cache
- * after an append as flashc.h states it (prob_cache_bad), a second split count within tolerance.
+ * max|ref_lowp - ref64| + 1e-5 (FlashAttention's rule, problem.h), no NaN in any row, rows with no
+ * visible key exactly 0 / -inf, lse within 1e-4 (1 + |lse|) of ref64's (with the kernels' rounding),
+ * plus twice what that rounding moves ref64's lse (rotary: a rounding of rotated q), out's padding
+ * untouched, the cache after an append as flashc.h states it (prob_cache_bad), a second split count
+ * within tolerance.
  * Every failure names its seed; the end lists the failed seeds.
  *
  * usage: test_random [--cases N] [--first S]   N cases (default 2000) of seeds S, S+1, ... (default 1)
@@ -103,8 +104,8 @@ static void run_split(group *g, prob *P, const refs *R, int splits, double *got,
     double tol = tol_of(m.err_low), ratio = m.err / tol;
     if (m.nans || m.masked_bad) ratio = INFINITY;
     ok = tu_check(m.nans == 0 && m.masked_bad == 0 && m.err <= tol,
-                  "%s [%s] split %d: |cpu-ref64| beyond rounding %.3g, max|lowp-ref64| %.3g, ratio %.3g, NaN %lld, masked rows "
-                  "nonzero %lld (rows every %d)",
+                  "%s [%s] split %d: |cpu-ref64| beyond rounding %.3g, max|lowp-ref64| %.3g, ratio %.3g, NaN %lld, "
+                  "masked rows nonzero %lld (rows every %d)",
                   g->name, desc, splits, m.err, m.err_low, ratio, (long long)m.nans, (long long)m.masked_bad,
                   R->row_step);
     group_note(g, ok, ratio, desc);
