@@ -66,21 +66,21 @@ static inline PFN_cuTensorMapEncodeTiled_v12000 tma_encoder(void) {
     return fn;
 }
 
-// A TMA descriptor of K or V x: (dim, h_k, rows, outer) with element strides (sh, sr, so), in boxes of
-// 64 x 1 x box_rows x 1 with the 128-byte swizzle (fwd_wgmma.cuh's tile layout). 0 when TMA cannot take
-// it (strides, alignment, sizes, driver).
-static inline int encode_kv_map(CUtensorMap *m, const fc_problem *p, const fc_view *x, int dim, int64_t rows, int64_t outer,
-                         int64_t so, int box_rows) {
+// A TMA descriptor of x (K, V or Q): (dim, heads, rows, outer) with element strides (sh, sr, so), in boxes of
+// 64 x box_heads x box_rows x 1 with the 128-byte swizzle (fwd_wgmma.cuh's tile layout: a box's rows are its
+// (row, head) pairs in that order, 128 bytes each). 0 when TMA cannot take it (strides, alignment, sizes, driver).
+static inline int encode_map(CUtensorMap *m, const fc_problem *p, const fc_view *x, int dim, int heads, int64_t rows,
+                             int64_t outer, int64_t so, int box_heads, int box_rows) {
     PFN_cuTensorMapEncodeTiled_v12000 enc = tma_encoder();
     if (!enc || rows <= 0 || outer <= 0) return 0;
     int64_t es = fc_dtype_size(p->dtype);
     if (outer == 1) so = x->sr * rows; // one outer index: any stride will do
-    cuuint64_t dims[4] = {(cuuint64_t)dim, (cuuint64_t)p->h_k, (cuuint64_t)rows, (cuuint64_t)outer};
+    cuuint64_t dims[4] = {(cuuint64_t)dim, (cuuint64_t)heads, (cuuint64_t)rows, (cuuint64_t)outer};
     cuuint64_t strides[3] = {(cuuint64_t)(x->sh * es), (cuuint64_t)(x->sr * es), (cuuint64_t)(so * es)};
     for (int i = 0; i < 3; i++)
         if ((int64_t)strides[i] <= 0 || strides[i] % 16 || strides[i] >= (1ull << 40)) return 0;
     if ((uintptr_t)x->data % 16 || rows >= (1ll << 31) || outer >= (1ll << 31)) return 0; // int32 coordinates
-    cuuint32_t box[4] = {64, 1, (cuuint32_t)box_rows, 1}, step[4] = {1, 1, 1, 1};
+    cuuint32_t box[4] = {64, (cuuint32_t)box_heads, (cuuint32_t)box_rows, 1}, step[4] = {1, 1, 1, 1};
     CUtensorMapDataType t = p->dtype == FC_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     return enc(m, t, 4, x->data, dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
@@ -106,11 +106,20 @@ static wg_tma wg_tma_of(const fc_problem *p) {
         }
     }
     // The maps' feature extents are p's d and d_v: the boxes past them (a padded head dim) come as zeros.
-    if (kind != WG_TMA_OFF && encode_kv_map(&tm.k, p, &p->k, p->d, rows, outer, sk, box) &&
-        encode_kv_map(&tm.v, p, &p->v, p->d_v, rows, outer, sv, box)) {
+    if (kind != WG_TMA_OFF && encode_map(&tm.k, p, &p->k, p->d, p->h_k, rows, outer, sk, 1, box) &&
+        encode_map(&tm.v, p, &p->v, p->d_v, p->h_k, rows, outer, sv, 1, box)) {
         tm.kind = kind;
         tm.box_rows = box;
     }
+    // Q: a tile's BM packed rows are BM / group query rows x the group's heads, one box per 64 features,
+    // when the group divides BM (rows past a dense sequence come as zeros; a varlen tile's rows past its
+    // sequence read the next one's, computed and never stored, as cp.async would).
+    int group = p->h_q / p->h_k;
+    bool q_varlen = p->cu_seqlens_q != NULL;
+    if (C::BM % group == 0 &&
+        encode_map(&tm.q, p, &p->q, p->d, p->h_q, q_varlen ? p->total_q : p->s_q, q_varlen ? 1 : p->batch, p->q.sb,
+                   group, C::BM / group))
+        tm.q_kind = q_varlen ? WG_TMA_VARLEN : WG_TMA_DENSE;
     return tm;
 }
 

@@ -72,8 +72,9 @@ struct wg_cfg {
 // min(page_size, BN)). kind = WG_TMA_OFF when K/V do not suit TMA.
 enum { WG_TMA_OFF = 0, WG_TMA_DENSE, WG_TMA_VARLEN, WG_TMA_PAGED };
 struct wg_tma {
-    CUtensorMap k, v;
+    CUtensorMap k, v, q;
     int kind, box_rows;
+    int q_kind; // Q by TMA (WG_TMA_DENSE or _VARLEN: boxes of 64 features x group heads x BM / group rows), else off
 };
 
 // Where things live in shared memory (the base rounded up to 1024 bytes, as the swizzle needs).
@@ -175,6 +176,21 @@ __device__ __forceinline__ void wg_load_q(const fc_problem &p, const fwd_tile &t
         }
         cp_async_16(sq + sw128_offset(m, c, C::BM), src, valid);
     }
+}
+
+// Q tile t by TMA (thread 0; the others only arrive on bar): D / 64 boxes of its BM / group query rows x the
+// group's heads. The producer's cp.async copies (wg_load_q) of a tile's Q took 7-11k cycles to issue at d 128
+// under the K/V stream, 13-24k at d 256, holding back the tile's key blocks (PERF.md step 58).
+template <class C>
+__device__ __forceinline__ void wg_tma_q(const wg_tma &tm, const fwd_tile &t, char *sq, uint64_t *bar, int tid) {
+    if (tid != 0) {
+        mbar_arrive(bar);
+        return;
+    }
+    fence_proxy_async(); // the consumers' rotary may have written this buffer before (generic proxy)
+    mbar_arrive_expect_tx(bar, C::Q_BYTES);
+    int row = (int)t.s.q_row0 + t.m0 / t.group, outer = tm.q_kind == WG_TMA_DENSE ? t.b : 0;
+    for (int f = 0; f < C::D / 64; f++) tma_load_4d(sq + f * C::BM * 128, &tm.q, 64 * f, t.hk * t.group, row, outer, bar);
 }
 
 // Location of key row tid of block `it` (row < 0: past the end, no such block, or tid >= BN); a paged outer is the
@@ -334,8 +350,12 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
         if (pos > 0) named_bar_sync(1, 128);
         int qb = k % C::QBUF, n = qb ? uses1++ : uses0++;
         if (n > 0) mbar_wait(&sm.q_empty[qb], (n - 1) & 1);
-        wg_load_q<C>(p, t, sm.q + qb * C::Q_BYTES, tid);
-        mbar_cp_async_arrive(&sm.q_full[qb]);
+        if (tm.q_kind != WG_TMA_OFF)
+            wg_tma_q<C>(tm, t, sm.q + qb * C::Q_BYTES, &sm.q_full[qb], tid);
+        else {
+            wg_load_q<C>(p, t, sm.q + qb * C::Q_BYTES, tid);
+            mbar_cp_async_arrive(&sm.q_full[qb]);
+        }
         if (tm.kind == WG_TMA_OFF)
             wg_produce_rows<C>(p, t, sm, tid, pos, &bad);
         else
