@@ -91,7 +91,7 @@ static inline int encode_map(CUtensorMap *m, const fc_problem *p, const fc_view 
 // of box_rows keys then lies in one page). Otherwise off: cp.async. (Pages of 16 by 16-row boxes, eight
 // per 64 features, measured 14% slower than cp.async on the H100; 64 and 256 +42% and +59%.)
 template <class C>
-static wg_tma wg_tma_of(const fc_problem *p) {
+static wg_tma wg_tma_of(const fc_problem *p, int splits) {
     wg_tma tm;
     memset(&tm, 0, sizeof tm);
     int64_t rows = 0, outer = 0, sk = 0, sv = 0;
@@ -120,6 +120,13 @@ static wg_tma wg_tma_of(const fc_problem *p) {
         encode_map(&tm.q, p, &p->q, p->d, p->h_q, q_varlen ? p->total_q : p->s_q, q_varlen ? 1 : p->batch, p->q.sb,
                    group, C::BM / group))
         tm.q_kind = q_varlen ? WG_TMA_VARLEN : WG_TMA_DENSE;
+    // O: a consumer warpgroup's 64 packed rows per box (wg_store_tma), when the group divides 64, and only
+    // where every tile's box may be stored whole: dense rows (a varlen box past its sequence would write the
+    // next one's rows; rows past seqused_q are not written; a dense box past s_q is outside the map), one split.
+    if (C::O_TMA && 64 % group == 0 && !q_varlen && !p->seqused_q && splits == 1 &&
+        encode_map(&tm.o, p, &p->out, p->d_v, p->h_q, q_varlen ? p->total_q : p->s_q, q_varlen ? 1 : p->batch, p->out.sb,
+                   group, 64 / group))
+        tm.o_kind = q_varlen ? WG_TMA_VARLEN : WG_TMA_DENSE;
     return tm;
 }
 
@@ -223,7 +230,7 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
                 if (st != FC_OK) return st;
                 int64_t ctas = (int64_t)sm_count() * per_sm;
                 fwd_wgmma_kernel<C, true><<<(unsigned)(units < ctas ? units : ctas), C::THREADS, C::SMEM_BYTES, stream>>>(
-                    *p, ws, wg_tma_of<C>(p));
+                    *p, ws, wg_tma_of<C>(p, ws.splits));
                 FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
                 return FC_OK;
             }
@@ -231,7 +238,7 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
         fc_status st = allow_smem<C>(fwd_wgmma_kernel<C, false>, C::SMEM_BYTES);
         if (st != FC_OK) return st;
         dim3 grid((unsigned)groups, (unsigned)ws.splits, (unsigned)z);
-        fwd_wgmma_kernel<C, false><<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, wg_tma_of<C>(p));
+        fwd_wgmma_kernel<C, false><<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, wg_tma_of<C>(p, ws.splits));
         FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
     } else {
         bool fits = C::HEAD_MAJOR ? x_major <= 0x7fffffff && p->batch <= 65535

@@ -23,21 +23,24 @@
 // have room for one Q buffer only.
 // LAZY: FlashAttention-4's lazy rescale (softmax_update): measured +4-5% at d 128 and 256 (2k-16k), -2% at
 // d 64, where the block's few FMULs of O cost less than the vote that skips them (docs/PERF.md step 49).
+// O_TMA: the epilogue by TMA store through Q's buffer where the host allows it (wg_store_tma): +5-9% at 512
+// tokens for d 64, 128, 256; off at d 192, whose one Q buffer then goes back later (192 / 128 causal 1k -11%;
+// PERF.md step 58).
 template <int D, int DV> struct wg_shape {
     static constexpr int BN = 128, QBUF = 2;      // d 64, 128: 16 + 2 x 32 KB, 32 + 2 x 64 KB
-    static constexpr bool LAZY = D >= 128;
+    static constexpr bool LAZY = D >= 128, O_TMA = true;
 };
 template <> struct wg_shape<192, 128> {
     static constexpr int BN = 128, QBUF = 1;      // 48 KB Q + 2 x (48 + 32) KB K/V
-    static constexpr bool LAZY = true;
+    static constexpr bool LAZY = true, O_TMA = false;
 };
 template <> struct wg_shape<192, 192> {
     static constexpr int BN = 96, QBUF = 1;       // 48 KB Q + 2 x (36 + 36) KB K/V
-    static constexpr bool LAZY = true;
+    static constexpr bool LAZY = true, O_TMA = false;
 };
 template <> struct wg_shape<256, 256> {
     static constexpr int BN = 64, QBUF = 1;       // 64 KB Q + 2 x (32 + 32) KB K/V
-    static constexpr bool LAZY = true;
+    static constexpr bool LAZY = true, O_TMA = true;
 };
 
 template <typename T_, int D_, int DV_>
@@ -47,6 +50,7 @@ struct wg_cfg {
     static constexpr int TILES = 4;                                  // query tiles per CTA of the grid walk (wg_tile_at)
     static constexpr int QBUF = wg_shape<D, DV>::QBUF;               // Q buffers, a ring over the tiles
     static constexpr bool LAZY = wg_shape<D, DV>::LAZY;              // lazy rescale (softmax_update)
+    static constexpr bool O_TMA = wg_shape<D, DV>::O_TMA;            // the epilogue may store by TMA (wg_store_tma)
     static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
     static constexpr int MT = 1, ROWS = 2, NWARPS = 4 * CONSUMERS; // fwd_kernel's view of a consumer warp
     static constexpr bool HEAD_MAJOR = false;
@@ -72,9 +76,10 @@ struct wg_cfg {
 // min(page_size, BN)). kind = WG_TMA_OFF when K/V do not suit TMA.
 enum { WG_TMA_OFF = 0, WG_TMA_DENSE, WG_TMA_VARLEN, WG_TMA_PAGED };
 struct wg_tma {
-    CUtensorMap k, v, q;
+    CUtensorMap k, v, q, o;
     int kind, box_rows;
     int q_kind; // Q by TMA (WG_TMA_DENSE or _VARLEN: boxes of 64 features x group heads x BM / group rows), else off
+    int o_kind; // O by TMA store (boxes of 64 features x group heads x 64 / group rows: one warpgroup's), else off
 };
 
 // Where things live in shared memory (the base rounded up to 1024 bytes, as the swizzle needs).
@@ -527,11 +532,18 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
     wg_pack_p<C>(w.s[0], w.pa);
 }
 
-// The last PV (ring position g). Every S is in, so Q goes back first (q_empty: the next tile's Q into it).
+// Whether O goes by TMA store (wg_store_tma): the host made the map only where every tile can (wg_tma_of).
+// A kernel parameter alone, on purpose: with a condition that depends on the thread (this warpgroup's rows
+// in the sequence), ptxas moved the block loops' ring and descriptor arithmetic off the uniform datapath
+// (d 128: 608 -> 628 instructions a block, masked 824 -> 1006; PERF.md step 58).
+__device__ __forceinline__ bool wg_o_by_tma(const wg_tma &tm) { return tm.o_kind != WG_TMA_OFF; }
+
+// The last PV (ring position g). Every S is in, so Q goes back first (q_empty: the next tile's Q into it),
+// unless the epilogue stores O through Q's buffer (keep_q: wg_store_tma gives it back).
 template <class C>
-__device__ __forceinline__ void wg_last(const wg_smem &sm, uint64_t *q_empty, int g, wg_regs<C> &w) {
+__device__ __forceinline__ void wg_last(const wg_smem &sm, uint64_t *q_empty, bool keep_q, int g, wg_regs<C> &w) {
     int last = g % C::STAGES;
-    wg_release(q_empty);
+    if (!keep_q) wg_release(q_empty);
     wg_acquire(&sm.v_full[last], (g / C::STAGES) & 1);
     wg_pv<C>(w.pa, sm.stages + last * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0]);
     wgmma_wait<0>();
@@ -543,8 +555,8 @@ __device__ __forceinline__ void wg_last(const wg_smem &sm, uint64_t *q_empty, in
 // The split's key blocks, last to first: the masked ones (sequence end, causal diagonal, right window
 // edge) come first, those at a left window edge last, so three loops cover them with one mask choice each.
 template <class C, bool PLAIN>
-__device__ __forceinline__ void wg_blocks(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq, uint64_t *q_empty, int pos,
-                          wg_regs<C> &w) {
+__device__ __forceinline__ void wg_blocks(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const wg_tma &tm,
+                                          const char *sq, uint64_t *q_empty, int pos, wg_regs<C> &w) {
     int n_blocks = t.n_hi - t.n_lo;
     auto masked = [&](int it) { return block_needs_mask(sc, t.r_lo, t.r_hi, (t.n_hi - 1 - it) * C::BN, C::BN); };
     if (masked(0))
@@ -559,7 +571,42 @@ __device__ __forceinline__ void wg_blocks(const score_consts &sc, const fwd_tile
     for (; it < n_blocks && !masked(it); it++) wg_step<C, false, PLAIN>(sc, t, sm, sq, pos, it, w);
 #pragma unroll 1
     for (; it < n_blocks; it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);
-    wg_last<C>(sm, q_empty, pos + n_blocks - 1, w);
+    wg_last<C>(sm, q_empty, wg_o_by_tma(tm), pos + n_blocks - 1, w);
+}
+
+// The epilogue by TMA store (tm.o_kind: dense, one split; rows past s_q are outside the map): its O,
+// normalised and rounded to T, into its own rows of the tile's Q buffer (its last S is in; the layout the
+// Q boxes came in), then one thread stores them, DV / 64 boxes, and gives the buffer back once they are
+// read. store_rows' four-byte stores from registers took 3-16k cycles a tile under the K/V stream
+// (PERF.md step 58).
+template <class C>
+__device__ void wg_store_tma(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, const wg_regs<C> &w, char *q,
+                             uint64_t *q_empty, int g) {
+    typedef typename C::T T;
+    int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        float sum, lse = softmax_finish(w.st[k], &sum), inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        int m = slot_row<C>(k), pm = t.m0 + m;
+#pragma unroll
+        for (int f = 0; f < C::DV / 8; f++)
+            *(uint32_t *)(q + sw128_offset(m, f, C::BM) + 4 * (lane % 4)) =
+                pack2<T>(w.o[0][f][2 * k] * inv, w.o[0][f][2 * k + 1] * inv);
+        if (p.lse && lane % 4 == 0 && pm < t.packed_rows) {
+            int r = pm / t.group, h = t.hk * t.group + pm % t.group;
+            p.lse[(int64_t)t.b * p.lse_sb + (int64_t)h * p.lse_sh + (t.s.q_row0 + r) * p.lse_sr] = lse;
+        }
+    }
+    fence_proxy_async();
+    named_bar_sync(2 + g, 128);
+    if (threadIdx.x % 128 == 0) {
+        int row = (int)t.s.q_row0 + (t.m0 + 64 * g) / t.group, outer = tm.o_kind == WG_TMA_DENSE ? t.b : 0;
+        for (int f = 0; f < C::DV / 64; f++)
+            tma_store_4d(&tm.o, q + f * C::BM * 128 + 64 * g * 128, 64 * f, t.hk * t.group, row, outer);
+        tma_store_commit();
+        tma_store_wait_read();
+    }
+    wg_release(q_empty); // warp 0 of the warpgroup only after its thread 0 saw the boxes read
 }
 
 // Warpgroup g's 64 rows of tile t (the CTA's tile k, its Q in buffer k % QBUF, filled there for the uses-th time;
@@ -567,7 +614,7 @@ __device__ __forceinline__ void wg_blocks(const score_consts &sc, const fwd_tile
 // against the split's key blocks, then the epilogue. Plain scores (no softcap, no ALiBi, scale > 0: the
 // common case) take the path with the scale folded into the exponent.
 template <class C>
-__device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, const wg_smem &sm, int k,
+__device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm, int k,
                                 int uses, int pos) {
     int g = threadIdx.x / 128;
     score_consts sc = score_consts_of(p, t.s.s_q, t.s.s_k);
@@ -595,22 +642,25 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
             named_bar_sync(2 + g, 128);
         }
         if (sc.cap == 0.0f && !p.alibi && sc.mul > 0.0f)
-            wg_blocks<C, true>(sc, t, sm, sq, &sm.q_empty[b], pos, w);
+            wg_blocks<C, true>(sc, t, sm, tm, sq, &sm.q_empty[b], pos, w);
         else
-            wg_blocks<C, false>(sc, t, sm, sq, &sm.q_empty[b], pos, w);
+            wg_blocks<C, false>(sc, t, sm, tm, sq, &sm.q_empty[b], pos, w);
     }
-    store_rows<C>(p, t, ws, w.o, w.st);
+    if (t.n_hi > t.n_lo && wg_o_by_tma(tm))
+        wg_store_tma<C>(p, t, tm, w, sm.q + k % C::QBUF * C::Q_BYTES, &sm.q_empty[k % C::QBUF], g);
+    else
+        store_rows<C>(p, t, ws, w.o, w.st);
 }
 
 template <class C, bool P>
-__device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm) {
+__device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
     int pos = 0, uses0 = 0, uses1 = 0; // tiles through Q buffers 0 and 1
     int64_t steps = wg_steps<C, P>(p, ws.splits);
     for (int k = 0; k < steps; k++) {
         fwd_tile t;
         if (!wg_tile_at<C, P>(p, ws.splits, k, t)) continue;
         int qb = k % C::QBUF;
-        wg_consume_tile<C>(p, t, ws, sm, k, qb ? uses1 : uses0, pos);
+        wg_consume_tile<C>(p, t, ws, sm, tm, k, qb ? uses1 : uses0, pos);
         if (t.n_hi > t.n_lo) (qb ? uses1 : uses0)++; // the producer loads Q only for tiles with key blocks
         pos += t.n_hi - t.n_lo;
     }
@@ -643,6 +693,6 @@ __global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_c
         wg_produce<C, P>(p, ws, sm, tm);
     } else {
         setmaxnreg_inc<C::CONSUMER_REGS>();
-        wg_consume<C, P>(p, ws, sm);
+        wg_consume<C, P>(p, ws, sm, tm);
     }
 }

@@ -1,4 +1,4 @@
-// tma.cuh — tensor copies (TMA): a box of a global tensor, described by a CUtensorMap, into shared memory.
+// tma.cuh — tensor copies (TMA): a box of a global tensor, described by a CUtensorMap, into or out of shared memory.
 #pragma once
 #include <cuda.h>
 
@@ -14,3 +14,15 @@ __device__ __forceinline__ void tma_load_4d(void *dst, const CUtensorMap *map, i
                  "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
                  : "memory");
 }
+
+// Copy a box from src (laid out as tma_load_4d's dst) to `map` at (c0, c1, c2, c3); elements outside the
+// tensor are not written. Asynchronous: tma_store_commit closes this thread's group of stores, and
+// tma_store_wait_read waits until their shared memory has been read (it may be written again).
+// The threads that wrote src fence it first (fence_proxy_async): the copy reads through the async proxy.
+__device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, const void *src, int c0, int c1, int c2, int c3) {
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(map),
+                 "r"(smem_u32(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void tma_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
