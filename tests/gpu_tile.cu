@@ -269,6 +269,87 @@ static void test_wgmma(const char *name, T (*from_float)(float), float (*to_floa
     cudaFree(dA); cudaFree(dB); cudaFree(dD);
 }
 
+// ---------------------------------------------------------------------------------------------
+// wgmma m64nNk32 e4m3 x e4m3 over K = 128 (4 k-steps within one 128-byte atom) against a float64 product
+// of the same e4m3 values. Modes: 0 A and B from shared memory, 1 A from registers; B K-major (Bt[n][k]).
+
+static float e4m3_to_float(unsigned char x) {
+    __nv_fp8_e4m3 v;
+    v.__x = x;
+    return (float)v;
+}
+static unsigned char e4m3_of(float f) { return __nv_fp8_e4m3(f).__x; }
+
+template <int N, int MODE>
+__global__ void k_wgmma8(const unsigned char *A, const unsigned char *B, float *D) {
+    extern __shared__ __align__(1024) char k_wgmma8_smem[]; // A: 8 KB (64 rows x 128 bytes), then Bt: N x 128 bytes
+    char *sa = k_wgmma8_smem, *sb = k_wgmma8_smem + 64 * 128;
+    int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    for (int i = tid; i < 64 * 128; i += 128) sa[sw128_offset(i / 128, i % 128 / 16, 64) + i % 16] = (char)A[i];
+    for (int i = tid; i < N * 128; i += 128) sb[sw128_offset(i / 128, i % 128 / 16, N) + i % 16] = (char)B[i];
+    fence_proxy_async();
+    __syncthreads();
+    uint32_t a[4][4];
+    int r = 16 * warp + lane / 4, c = 4 * (lane % 4);
+    auto pk = [&](int row, int k) {
+        const unsigned char *x = A + row * 128 + k;
+        return (uint32_t)x[0] | (uint32_t)x[1] << 8 | (uint32_t)x[2] << 16 | (uint32_t)x[3] << 24;
+    };
+    for (int kk = 0; kk < 4; kk++) {
+        a[kk][0] = pk(r, 32 * kk + c);
+        a[kk][1] = pk(r + 8, 32 * kk + c);
+        a[kk][2] = pk(r, 32 * kk + 16 + c);
+        a[kk][3] = pk(r + 8, 32 * kk + 16 + c);
+    }
+    float d[N / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        if (MODE == 0) wgmma_ss<__nv_fp8_e4m3, N, 0>(d, wgmma_desc_k(sa, 64, kk), wgmma_desc_k(sb, N, kk), kk > 0);
+        if (MODE == 1) wgmma_rs<__nv_fp8_e4m3, N, 0>(d, a[kk], wgmma_desc_k(sb, N, kk), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_hold<N / 2>(d);
+    int cc = 2 * (lane % 4);
+    for (int i = 0; i < N / 8; i++)
+        for (int e = 0; e < 4; e++) D[(r + 8 * (e / 2)) * N + 8 * i + cc + e % 2] = d[4 * i + e];
+}
+
+template <int N, int MODE>
+static void test_wgmma8(const char *name) {
+    static unsigned char hA[64 * 128], hB[128 * N];
+    static float D[64 * N];
+    unsigned s = 23 + MODE + N;
+    for (int i = 0; i < 64 * 128; i++) hA[i] = e4m3_of(4.0f * frand(&s));
+    for (int i = 0; i < 128 * N; i++) hB[i] = e4m3_of(4.0f * frand(&s));
+    unsigned char *dA, *dB;
+    float *dD;
+    CK(cudaMalloc(&dA, sizeof hA));
+    CK(cudaMalloc(&dB, sizeof hB));
+    CK(cudaMalloc(&dD, sizeof D));
+    CK(cudaMemcpy(dA, hA, sizeof hA, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dB, hB, sizeof hB, cudaMemcpyHostToDevice));
+    CK(cudaMemset(dD, 0xff, sizeof D)); // NaN: every element must be written
+    int smem = 64 * 128 + N * 128;
+    CK(cudaFuncSetAttribute(k_wgmma8<N, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    k_wgmma8<N, MODE><<<1, 128, smem>>>(dA, dB, dD);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(D, dD, sizeof D, cudaMemcpyDeviceToHost));
+    double err = 0;
+    for (int m = 0; m < 64; m++)
+        for (int n = 0; n < N; n++) {
+            double acc = 0;
+            for (int k = 0; k < 128; k++) acc += (double)e4m3_to_float(hA[m * 128 + k]) * e4m3_to_float(hB[n * 128 + k]);
+            double e = fabs(D[m * N + n] - acc);
+            err = e == e ? fmax(err, e) : INFINITY;
+        }
+    char msg[64];
+    snprintf(msg, sizeof msg, "max |err| %.2e vs float64", err);
+    check(err < 1e-3, name, msg);
+    cudaFree(dA); cudaFree(dB); cudaFree(dD);
+}
+
 // pack2: two floats rounded to nearest into one 32-bit pair (low half first).
 __global__ void k_pack2(float a, float b, uint32_t *out) {
     out[0] = pack2<__nv_bfloat16>(a, b);
@@ -538,6 +619,12 @@ int main(void) {
     test_wgmma<__nv_bfloat16, 256, 0>("wgmma m64n256k16 bf16, A and B from smem (K-major)", f2bf, bf2f);
     test_wgmma<__nv_bfloat16, 256, 2>("wgmma m64n256k16 bf16, A from registers, B MN-major (transposed)", f2bf, bf2f);
     test_wgmma<__half, 256, 2>("wgmma m64n256k16 fp16, A from registers, B MN-major (transposed)", f2h, h2f);
+    // FP8 (issue 13's prefill): e4m3 x e4m3, K-major operands, the N of S (key blocks) and of P·V (d_v).
+    test_wgmma8<128, 0>("wgmma m64n128k32 e4m3, A and B from smem (K-major)");
+    test_wgmma8<128, 1>("wgmma m64n128k32 e4m3, A from registers, B K-major");
+    test_wgmma8<64, 0>("wgmma m64n64k32 e4m3, A and B from smem (K-major)");
+    test_wgmma8<64, 1>("wgmma m64n64k32 e4m3, A from registers, B K-major");
+    test_wgmma8<256, 1>("wgmma m64n256k32 e4m3, A from registers, B K-major");
     test_mbarrier();
     test_bulk_copy();
     test_tma();

@@ -2,6 +2,7 @@
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <stdint.h>
 
 #include "copy.cuh"
@@ -133,6 +134,35 @@ template <typename T, int N> struct wgmma_op;
 FC_WGMMA_OPS(__nv_bfloat16, "bf16")
 FC_WGMMA_OPS(__half, "f16")
 #undef FC_WGMMA_OPS
+
+// e4m3 x e4m3 (FP8 prefill, issue 13): m64nNk32, both operands K-major (the instruction has no transpose for
+// 8-bit types), so a k-step is 32 elements = 32 bytes of a 128-byte row, as k16 is for 16-bit types:
+// wgmma_desc_k serves both. A from registers: per warp, mma.sync m16n8k32's A fragment, a[0] = row
+// 16w + l/4, k 4(l%4) .. + 3 (lowest k in the lowest byte), a[1] the row + 8, a[2] and a[3] the same at k + 16.
+#define FC_WGMMA8_SS(N, D, A, B, SC)                                                                   \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, " SC ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N               \
+    "k32.f32.e4m3.e4m3 " D ", " A ", " B ", p, 1, 1;\n}\n"
+#define FC_WGMMA8_RS(N, D, A0, A1, A2, A3, B, SC)                                                      \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, " SC ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N               \
+    "k32.f32.e4m3.e4m3 " D ", {" A0 ", " A1 ", " A2 ", " A3 "}, " B ", p, 1, 1;\n}\n"
+#define FC_WGMMA8_OP(N, R, O0, O1, O2, O3, O4, O5)                                                     \
+    template <> struct wgmma_op<__nv_fp8_e4m3, N> {                                                    \
+        template <int TB> static __device__ __forceinline__ void ss(float *d, uint64_t a, uint64_t b, int acc) { \
+            static_assert(TB == 0, "8-bit wgmma: B K-major only");                                     \
+            asm volatile(FC_WGMMA8_SS(N, FC_D##R, O0, O1, O2) : FC_R##R : "l"(a), "l"(b), "r"(acc));  \
+        }                                                                                              \
+        template <int TB> static __device__ __forceinline__ void rs(float *d, const uint32_t *a, uint64_t b, int acc) { \
+            static_assert(TB == 0, "8-bit wgmma: B K-major only");                                     \
+            asm volatile(FC_WGMMA8_RS(N, FC_D##R, O0, O1, O2, O3, O4, O5)                             \
+                         : FC_R##R : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc));   \
+        }                                                                                              \
+    };
+FC_WGMMA8_OP(64, 32, "%32", "%33", "%34", "%35", "%36", "%37")
+FC_WGMMA8_OP(128, 64, "%64", "%65", "%66", "%67", "%68", "%69")
+FC_WGMMA8_OP(256, 128, "%128", "%129", "%130", "%131", "%132", "%133")
+#undef FC_WGMMA8_OP
+#undef FC_WGMMA8_SS
+#undef FC_WGMMA8_RS
 #undef FC_WGMMA_OP
 #undef FC_WGMMA_SS
 #undef FC_WGMMA_RS
