@@ -1,4 +1,4 @@
-// tile.cuh — the tile layer in one include: async copies, mbarriers, swizzle, tensor-core ops (mma.sync, wgmma), math.
+// tile.cuh — the tile layer in one include: async copies, mbarriers, swizzle, tensor-core ops (mma.sync, wgmma, FP8 operands), math.
 #pragma once
 #include "copy.cuh"
 #include "math.cuh"
@@ -6,5 +6,6 @@
 #include "mma.cuh"
 #include "swizzle.cuh"
 #include "wgmma.cuh"
+#include "fp8.cuh"
 #include "pdl.cuh"
 #include "tma.cuh"

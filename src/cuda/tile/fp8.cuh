@@ -1,0 +1,58 @@
+// fp8.cuh — the FP8 prefill's P·V operands: P rounded to e4m3 as wgmma's k32 A fragments, V transposed to K-major.
+#pragma once
+#include <stdint.h>
+
+#include "wgmma.cuh"
+
+// An 8-bit wgmma wants both operands K-major, and its register A fragment (a k-step of 32 keys) gives a
+// thread keys 4(l%4) .. + 3 and 16 + 4(l%4) .. + 3 of its rows, where the S accumulator it holds has keys
+// 8i + 2(l%4), + 1 (i = 0 .. 3). P·V sums over keys, so any order of a step's keys serves if P and V use
+// the same: logical position 4w + j of a step (w = 0 .. 7) is physical key 16(w / 4) + 2(w % 4) + {0, 1, 8, 9}[j],
+// the keys the thread already holds. pack_p_e4m3 fills the fragments from the accumulator in place;
+// transpose_v_e4m3 writes V's keys in that order.
+
+// Four floats rounded to nearest (saturating) e4m3, a in the lowest byte.
+__device__ __forceinline__ uint32_t pack4_e4m3(float a, float b, float c, float d) {
+    uint16_t lo, hi;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(lo) : "f"(b), "f"(a));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(hi) : "f"(d), "f"(c));
+    return (uint32_t)lo | (uint32_t)hi << 16;
+}
+
+// P (this thread's scores after softmax, S's accumulator layout: s[i][e] is row l/4 + 8(e/2), key
+// 8i + 2(l%4) + e%2 of its warp's 16 rows) as the A fragments of BN / 32 k-steps of 32 keys.
+template <int BN>
+__device__ __forceinline__ void pack_p_e4m3(const float (*s)[4], uint32_t (*pa)[4]) {
+#pragma unroll
+    for (int kk = 0; kk < BN / 32; kk++) {
+        const float(*x)[4] = s + 4 * kk;
+        pa[kk][0] = pack4_e4m3(x[0][0], x[0][1], x[1][0], x[1][1]);
+        pa[kk][1] = pack4_e4m3(x[0][2], x[0][3], x[1][2], x[1][3]);
+        pa[kk][2] = pack4_e4m3(x[2][0], x[2][1], x[3][0], x[3][1]);
+        pa[kk][3] = pack4_e4m3(x[2][2], x[2][3], x[3][2], x[3][3]);
+    }
+}
+
+// V (BN keys x DV features, e4m3, as a TMA box lands: byte f of key k at sw128_offset(k, f / 16, BN) + f % 16)
+// into Vt (DV rows of BN keys, K-major for wgmma_desc_k: key position p of feature f at
+// sw128_offset(f, p / 16, DV) + p % 16), a step's keys in P's fragment order. `threads` threads, this one
+// `t`, each 4 keys x 4 features at a time: four 4-byte reads, a byte transpose, four 4-byte writes.
+template <int BN, int DV>
+__device__ __forceinline__ void transpose_v_e4m3(const char *v, char *vt, int t, int threads) {
+    static_assert(BN % 128 == 0 && DV % 16 == 0, "Vt rows are whole 128-byte atoms (the 128-byte swizzle)");
+    for (int i = t; i < (BN / 4) * (DV / 4); i += threads) {
+        int lq = i % (BN / 4), f = 4 * (i / (BN / 4)); // logical key quad (positions 4 lq ..), first feature
+        int w = lq % 8, k0 = 32 * (lq / 8) + 16 * (w / 4) + 2 * (w % 4);
+        uint32_t r[4];
+        const int keys[4] = {k0, k0 + 1, k0 + 8, k0 + 9};
+#pragma unroll
+        for (int j = 0; j < 4; j++) r[j] = *(const uint32_t *)(v + sw128_offset(keys[j], f / 16, BN) + f % 16);
+        uint32_t t0 = __byte_perm(r[0], r[1], 0x5140), t1 = __byte_perm(r[2], r[3], 0x5140); // features 0, 1
+        uint32_t t2 = __byte_perm(r[0], r[1], 0x7362), t3 = __byte_perm(r[2], r[3], 0x7362); // features 2, 3
+        uint32_t out[4] = {__byte_perm(t0, t1, 0x5410), __byte_perm(t0, t1, 0x7632), __byte_perm(t2, t3, 0x5410),
+                           __byte_perm(t2, t3, 0x7632)};
+        int p = 4 * lq;
+#pragma unroll
+        for (int j = 0; j < 4; j++) *(uint32_t *)(vt + sw128_offset(f + j, p / 16, DV) + p % 16) = out[j];
+    }
+}
