@@ -13,7 +13,10 @@
 // (page tables) into a row table and copies by cp.async. Either way into rings of STAGES buffers,
 // signalled on mbarriers (k_full, v_full); consumers
 // hand K back as soon as S is computed and V after PV (k_empty, v_empty), so block i + 1's K is loading
-// while block i's softmax runs. Shared tiles use wgmma's 128-byte swizzle (tile/wgmma.cuh).
+// while block i's softmax runs. Q tiles come by TMA too where the GQA group divides the tile (wg_tma_q),
+// else by cp.async (wg_load_q). The epilogue normalises O and, for dense queries in one split, stores it
+// through the tile's Q buffer by TMA (wg_store_tma); otherwise from registers (fwd_kernel's store_rows).
+// Shared tiles use wgmma's 128-byte swizzle (tile/wgmma.cuh).
 #pragma once
 #include "fwd_kernel.cuh"
 
