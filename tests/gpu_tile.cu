@@ -184,6 +184,23 @@ static void test_mma(const char *name, T (*from_float)(float), float (*to_float)
     cudaFree(dA); cudaFree(dB); cudaFree(dC);
 }
 
+// D (64 x N, as a wgmma test wrote it) against the float64 product sum_k a(m, k) b(k, n) over K = 128:
+// passes when the largest difference is under 1e-3 (a NaN left by an unwritten element fails).
+template <class FA, class FB>
+static void check_product(const char *name, const float *D, int N, FA a, FB b) {
+    double err = 0;
+    for (int m = 0; m < 64; m++)
+        for (int n = 0; n < N; n++) {
+            double acc = 0;
+            for (int k = 0; k < 128; k++) acc += (double)a(m, k) * b(k, n);
+            double e = fabs(D[m * N + n] - acc);
+            err = e == e ? fmax(err, e) : INFINITY;
+        }
+    char msg[64];
+    snprintf(msg, sizeof msg, "max |err| %.2e vs float64", err);
+    check(err < 1e-3, name, msg);
+}
+
 static __nv_bfloat16 f2bf(float x) { return __float2bfloat16(x); }
 static float bf2f(__nv_bfloat16 x) { return __bfloat162float(x); }
 static __half f2h(float x) { return __float2half(x); }
@@ -254,18 +271,8 @@ static void test_wgmma(const char *name, T (*from_float)(float), float (*to_floa
     k_wgmma<T, N, MODE><<<1, 128, smem>>>(dA, dB, dD);
     CK(cudaGetLastError());
     CK(cudaMemcpy(D, dD, sizeof D, cudaMemcpyDeviceToHost));
-    double err = 0;
-    for (int m = 0; m < 64; m++)
-        for (int n = 0; n < N; n++) {
-            double acc = 0;
-            for (int k = 0; k < 128; k++)
-                acc += (double)to_float(hA[m * 128 + k]) * to_float(MODE < 2 ? hB[n * 128 + k] : hB[k * N + n]);
-            double e = fabs(D[m * N + n] - acc);
-            err = e == e ? fmax(err, e) : INFINITY;
-        }
-    char msg[64];
-    snprintf(msg, sizeof msg, "max |err| %.2e vs float64", err);
-    check(err < 1e-3, name, msg);
+    check_product(name, D, N, [&](int m, int k) { return to_float(hA[m * 128 + k]); },
+                  [&](int k, int n) { return to_float(MODE < 2 ? hB[n * 128 + k] : hB[k * N + n]); });
     cudaFree(dA); cudaFree(dB); cudaFree(dD);
 }
 
@@ -336,17 +343,8 @@ static void test_wgmma8(const char *name) {
     k_wgmma8<N, MODE><<<1, 128, smem>>>(dA, dB, dD);
     CK(cudaGetLastError());
     CK(cudaMemcpy(D, dD, sizeof D, cudaMemcpyDeviceToHost));
-    double err = 0;
-    for (int m = 0; m < 64; m++)
-        for (int n = 0; n < N; n++) {
-            double acc = 0;
-            for (int k = 0; k < 128; k++) acc += (double)e4m3_to_float(hA[m * 128 + k]) * e4m3_to_float(hB[n * 128 + k]);
-            double e = fabs(D[m * N + n] - acc);
-            err = e == e ? fmax(err, e) : INFINITY;
-        }
-    char msg[64];
-    snprintf(msg, sizeof msg, "max |err| %.2e vs float64", err);
-    check(err < 1e-3, name, msg);
+    check_product(name, D, N, [&](int m, int k) { return e4m3_to_float(hA[m * 128 + k]); },
+                  [&](int k, int n) { return e4m3_to_float(hB[n * 128 + k]); });
     cudaFree(dA); cudaFree(dB); cudaFree(dD);
 }
 
@@ -402,17 +400,8 @@ static void test_pv8(const char *name) {
     k_pv8<N><<<1, 128, smem>>>(dP, dV, dD);
     CK(cudaGetLastError());
     CK(cudaMemcpy(D, dD, sizeof D, cudaMemcpyDeviceToHost));
-    double err = 0;
-    for (int m = 0; m < 64; m++)
-        for (int n = 0; n < N; n++) {
-            double acc = 0;
-            for (int k = 0; k < 128; k++) acc += (double)e4m3_to_float(e4m3_of(hP[m * 128 + k])) * e4m3_to_float(hV[k * N + n]);
-            double e = fabs(D[m * N + n] - acc);
-            err = e == e ? fmax(err, e) : INFINITY;
-        }
-    char msg[64];
-    snprintf(msg, sizeof msg, "max |err| %.2e vs float64", err);
-    check(err < 1e-3, name, msg);
+    check_product(name, D, N, [&](int m, int k) { return e4m3_to_float(e4m3_of(hP[m * 128 + k])); },
+                  [&](int k, int n) { return e4m3_to_float(hV[k * N + n]); });
     cudaFree(dP); cudaFree(dV); cudaFree(dD);
 }
 
