@@ -46,9 +46,14 @@ template <> struct wg_shape<256, 256> {
     static constexpr bool LAZY = true, O_TMA = true;
 };
 
-template <typename T_, int D_, int DV_>
+// T: the output's type (and the inputs' unless E says otherwise); E: the type of Q, K and V as they sit in
+// shared memory (T, or an 8-bit float for the FP8 prefill to come: issue 13). Sizes below count E's bytes:
+// a 16-byte chunk holds 16 / EB elements, a 128-byte swizzle atom FA, a wgmma k-step 32 bytes of k.
+template <typename T_, int D_, int DV_, typename E_ = T_>
 struct wg_cfg {
     typedef T_ T;
+    typedef E_ E;
+    static constexpr int EB = sizeof(E), FA = 128 / EB;             // bytes per element, elements per atom row
     static constexpr int D = D_, DV = DV_, BN = wg_shape<D, DV>::BN, STAGES = 2, CONSUMERS = 2;
     static constexpr int TILES = 4;                                  // query tiles per CTA of the grid walk (wg_tile_at)
     static constexpr int QBUF = wg_shape<D, DV>::QBUF;               // Q buffers, a ring over the tiles
@@ -57,8 +62,8 @@ struct wg_cfg {
     static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
     static constexpr int MT = 1, ROWS = 2, NWARPS = 4 * CONSUMERS; // fwd_kernel's view of a consumer warp
     static constexpr bool HEAD_MAJOR = false;
-    static constexpr int DCH = D / 8, DVCH = DV / 8;                // 16-byte chunks per row
-    static constexpr int Q_BYTES = BM * D * 2, K_BYTES = BN * D * 2, V_BYTES = BN * DV * 2;
+    static constexpr int DCH = D * EB / 16, DVCH = DV * EB / 16;    // 16-byte chunks per row
+    static constexpr int Q_BYTES = BM * D * EB, K_BYTES = BN * D * EB, V_BYTES = BN * DV * EB;
     static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
     static constexpr int TABLE_BYTES = 2 * 2 * BN * 8;               // two row tables (K, V offsets), alternating
     static constexpr int BAR_BYTES = (2 * QBUF + 4 * STAGES) * 8;
@@ -173,20 +178,22 @@ __device__ __forceinline__ bool wg_tile_at(const fc_problem &p, int splits, int 
 // Q tile: BM packed rows x D, gathered from (row, head) pairs.
 template <class C>
 __device__ __forceinline__ void wg_load_q(const fc_problem &p, const fwd_tile &t, char *sq, int tid) {
-    const typename C::T *q = (const typename C::T *)p.q.data;
+    typedef typename C::E E;
+    constexpr int PER = 16 / C::EB; // elements per 16-byte chunk
+    const E *q = (const E *)p.q.data;
     for (int i = tid; i < C::BM * C::DCH; i += 128) {
         int m = i / C::DCH, c = i % C::DCH, pm = t.m0 + m;
-        bool valid = pm < t.packed_rows && c < p.d / 8; // features past d: zeros (a padded head dim)
-        const typename C::T *src = q;
+        bool valid = pm < t.packed_rows && c < p.d / PER; // features past d: zeros (a padded head dim)
+        const E *src = q;
         if (valid) {
             int r = pm / t.group, h = t.hk * t.group + pm % t.group;
-            src = q + fc_q_row_offset(&p.q, &t.s, t.b, r) + h * p.q.sh + c * 8;
+            src = q + fc_q_row_offset(&p.q, &t.s, t.b, r) + h * p.q.sh + c * PER;
         }
         cp_async_16(sq + sw128_offset(m, c, C::BM), src, valid);
     }
 }
 
-// Q tile t by TMA (thread 0; the others only arrive on bar): D / 64 boxes of its BM / group query rows x the
+// Q tile t by TMA (thread 0; the others only arrive on bar): D / FA boxes of its BM / group query rows x the
 // group's heads. The producer's cp.async copies (wg_load_q) of a tile's Q took 7-11k cycles to issue at d 128
 // under the K/V stream, 13-24k at d 256, holding back the tile's key blocks (PERF.md step 58).
 template <class C>
@@ -198,7 +205,8 @@ __device__ __forceinline__ void wg_tma_q(const wg_tma &tm, const fwd_tile &t, ch
     fence_proxy_async(); // the consumers' rotary may have written this buffer before (generic proxy)
     mbar_arrive_expect_tx(bar, C::Q_BYTES);
     int row = (int)t.s.q_row0 + t.m0 / t.group, outer = tm.q_kind == WG_TMA_DENSE ? t.b : 0;
-    for (int f = 0; f < C::D / 64; f++) tma_load_4d(sq + f * C::BM * 128, &tm.q, 64 * f, t.hk * t.group, row, outer, bar);
+    for (int f = 0; f < C::D / C::FA; f++)
+        tma_load_4d(sq + f * C::BM * 128, &tm.q, C::FA * f, t.hk * t.group, row, outer, bar);
 }
 
 // Location of key row tid of block `it` (row < 0: past the end, no such block, or tid >= BN); a paged outer is the
@@ -214,7 +222,8 @@ __device__ __forceinline__ fc_kv_loc wg_locate(const fc_problem &p, const fwd_ti
 // thread keeps chunk column tid % CH and walks rows tid / CH, + 128 / CH, ...
 template <class C, int CH>
 __device__ __forceinline__ void wg_load_rows(const void *base, const int64_t *rows, char *dst, int tid, int used) {
-    const typename C::T *src = (const typename C::T *)base;
+    constexpr int PER = 16 / C::EB; // elements per chunk
+    const typename C::E *src = (const typename C::E *)base;
     if constexpr (128 % CH == 0) {
         int c = tid % CH;
         bool col = c < used;
@@ -222,7 +231,7 @@ __device__ __forceinline__ void wg_load_rows(const void *base, const int64_t *ro
         for (int r = tid / CH; r < C::BN; r += 128 / CH) {
             int64_t off = rows[r];
             bool valid = off >= 0 && col;
-            cp_async_16(dst + sw128_offset(r, c, C::BN), src + (valid ? off + c * 8 : 0), valid);
+            cp_async_16(dst + sw128_offset(r, c, C::BN), src + (valid ? off + c * PER : 0), valid);
         }
     } else {
 #pragma unroll 4
@@ -230,7 +239,7 @@ __device__ __forceinline__ void wg_load_rows(const void *base, const int64_t *ro
             int r = i / CH, c = i % CH;
             int64_t off = rows[r];
             bool valid = off >= 0 && c < used;
-            cp_async_16(dst + sw128_offset(r, c, C::BN), src + (valid ? off + c * 8 : 0), valid);
+            cp_async_16(dst + sw128_offset(r, c, C::BN), src + (valid ? off + c * PER : 0), valid);
         }
     }
 }
@@ -241,15 +250,15 @@ __device__ __forceinline__ void wg_load_rows(const void *base, const int64_t *ro
 template <class C>
 __device__ __forceinline__ void wg_tma_block(const wg_tma &tm, const CUtensorMap *map, const fwd_tile &t, int n, int dim,
                                              const int64_t *pr, char *dst, uint64_t *bar) {
-    for (int f = 0; f < dim / 64; f++) {
+    for (int f = 0; f < dim / C::FA; f++) {
         char *d = dst + f * C::BN * 128;
         if (tm.kind == WG_TMA_DENSE)
-            tma_load_4d(d, map, 64 * f, t.hk, (int)t.s.k_row0 + n * C::BN, t.s.kv_b, bar);
+            tma_load_4d(d, map, C::FA * f, t.hk, (int)t.s.k_row0 + n * C::BN, t.s.kv_b, bar);
         else if (tm.kind == WG_TMA_VARLEN)
-            tma_load_4d(d, map, 64 * f, t.hk, (int)t.s.k_row0 + n * C::BN, 0, bar);
+            tma_load_4d(d, map, C::FA * f, t.hk, (int)t.s.k_row0 + n * C::BN, 0, bar);
         else
             for (int i = 0; i < C::BN; i += tm.box_rows)
-                tma_load_4d(d + i * 128, map, 64 * f, t.hk, (int)(pr[i] & 0xffffffff), (int)(pr[i] >> 32), bar);
+                tma_load_4d(d + i * 128, map, C::FA * f, t.hk, (int)(pr[i] & 0xffffffff), (int)(pr[i] >> 32), bar);
     }
 }
 
@@ -275,10 +284,10 @@ __device__ void wg_produce_rows(const fc_problem &p, const fwd_tile &t, const wg
         char *k = sm.stages + stage * C::STAGE_BYTES;
         int parity = (g / C::STAGES - 1) & 1;
         if (g >= C::STAGES) mbar_wait(&sm.k_empty[stage], parity);
-        wg_load_rows<C, C::DCH>(p.k.data, rows, k, tid, p.d / 8);
+        wg_load_rows<C, C::DCH>(p.k.data, rows, k, tid, p.d / (16 / C::EB));
         mbar_cp_async_arrive(&sm.k_full[stage]);
         if (g >= C::STAGES) mbar_wait(&sm.v_empty[stage], parity);
-        wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, k + C::K_BYTES, tid, p.d_v / 8);
+        wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, k + C::K_BYTES, tid, p.d_v / (16 / C::EB));
         mbar_cp_async_arrive(&sm.v_full[stage]);
     }
 }
@@ -309,7 +318,7 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
         int parity = (g / C::STAGES - 1) & 1;
         if (g >= C::STAGES) mbar_wait(&sm.k_empty[stage], parity);
         if (!bulk) {
-            wg_load_rows<C, C::DCH>(p.k.data, rows, k, tid, p.d / 8);
+            wg_load_rows<C, C::DCH>(p.k.data, rows, k, tid, p.d / (16 / C::EB));
             mbar_cp_async_arrive(&sm.k_full[stage]);
         } else if (tid == 0) {
             fence_proxy_async(); // cp.async (generic proxy) may have written this buffer before
@@ -320,7 +329,7 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
         }
         if (g >= C::STAGES) mbar_wait(&sm.v_empty[stage], parity);
         if (!bulk) {
-            wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, k + C::K_BYTES, tid, p.d_v / 8);
+            wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, k + C::K_BYTES, tid, p.d_v / (16 / C::EB));
             mbar_cp_async_arrive(&sm.v_full[stage]);
         } else if (tid == 0) {
             mbar_arrive_expect_tx(&sm.v_full[stage], C::V_BYTES);
@@ -386,13 +395,13 @@ __device__ void wg_rotate_q(const fc_problem &p, const fwd_tile &t, char *sq, in
     rotate_q_rows<typename C::T>(p, t, sq, 64 * g, 64 * (g + 1), threadIdx.x % 128, 128, offset);
 }
 
-// Issue S = Q(warpgroup's 64 rows at sq) K(block at sk)^T: D / 16 k-steps, one commit group.
+// Issue S = Q(warpgroup's 64 rows at sq) K(block at sk)^T: D x EB / 32 k-steps (of 32 bytes), one commit group.
 template <class C>
 __device__ __forceinline__ void wg_qk(const char *sq, const char *sk, float *s) {
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < C::D / 16; kk++)
-        wgmma_ss<typename C::T, C::BN, 0>(s, wgmma_desc_k(sq, C::BM, kk), wgmma_desc_k(sk, C::BN, kk), kk > 0);
+    for (int kk = 0; kk < C::D * C::EB / 32; kk++) // k-steps of 32 bytes
+        wgmma_ss<typename C::E, C::BN, 0>(s, wgmma_desc_k(sq, C::BM, kk), wgmma_desc_k(sk, C::BN, kk), kk > 0);
     wgmma_commit();
 }
 
