@@ -184,15 +184,15 @@ static void test_mma(const char *name, T (*from_float)(float), float (*to_float)
     cudaFree(dA); cudaFree(dB); cudaFree(dC);
 }
 
-// D (64 x N, as a wgmma test wrote it) against the float64 product sum_k a(m, k) b(k, n) over K = 128:
+// D (64 x N, as a wgmma test wrote it) against the float64 product sum_k a(m, k) b(k, n) over K (128 unless said):
 // passes when the largest difference is under 1e-3 (a NaN left by an unwritten element fails).
 template <class FA, class FB>
-static void check_product(const char *name, const float *D, int N, FA a, FB b) {
+static void check_product(const char *name, const float *D, int N, FA a, FB b, int K = 128) {
     double err = 0;
     for (int m = 0; m < 64; m++)
         for (int n = 0; n < N; n++) {
             double acc = 0;
-            for (int k = 0; k < 128; k++) acc += (double)a(m, k) * b(k, n);
+            for (int k = 0; k < K; k++) acc += (double)a(m, k) * b(k, n);
             double e = fabs(D[m * N + n] - acc);
             err = e == e ? fmax(err, e) : INFINITY;
         }
@@ -351,28 +351,29 @@ static void test_wgmma8(const char *name) {
 // P·V in FP8 as the prefill runs it: P (64 rows x 128 keys, in S's accumulator layout) rounded to e4m3 by
 // pack_p_e4m3, V (128 keys x N features of e4m3, as a TMA box lands) transposed by transpose_v_e4m3, one
 // wgmma m64nNk32 per 32 keys; against float64 of the same e4m3 values.
-template <int N>
+template <int N, int BN>
 __global__ void k_pv8(const float *P, const unsigned char *V, float *D) {
     // V: 128 rows of whole 128-byte atoms (N < 128 leaves the swizzle's other chunks unused), then Vt: N x 128 bytes
     extern __shared__ __align__(1024) char k_pv8_smem[];
-    constexpr int VB = 128 * (N < 128 ? 128 : N);
+    constexpr int VB = BN * (N < 128 ? 128 : N);
     char *sv = k_pv8_smem, *svt = k_pv8_smem + VB;
     int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    for (int i = tid; i < 128 * N; i += 128) sv[sw128_offset(i / N, i % N / 16, 128) + i % 16] = (char)V[i];
+    for (int i = tid; i < BN * N; i += 128) sv[sw128_offset(i / N, i % N / 16, BN) + i % 16] = (char)V[i];
     __syncthreads();
-    transpose_v_e4m3<128, N>(sv, svt, tid, 128);
+    transpose_v_e4m3<BN, N>(sv, svt, tid, 128);
     fence_proxy_async();
     __syncthreads();
     int r = 16 * warp + lane / 4, c = 2 * (lane % 4);
-    float s[16][4];
-    for (int i = 0; i < 16; i++)
-        for (int e = 0; e < 4; e++) s[i][e] = P[(r + 8 * (e / 2)) * 128 + 8 * i + c + e % 2];
-    uint32_t pa[4][4];
-    pack_p_e4m3<128>(s, pa);
+    float s[BN / 8][4];
+    for (int i = 0; i < BN / 8; i++)
+        for (int e = 0; e < 4; e++) s[i][e] = P[(r + 8 * (e / 2)) * BN + 8 * i + c + e % 2];
+    uint32_t pa[BN / 32][4];
+    pack_p_e4m3<BN>(s, pa);
     float d[N / 2];
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) wgmma_rs<__nv_fp8_e4m3, N, 0>(d, pa[kk], wgmma_desc_k(svt, N, kk), kk > 0);
+    for (int kk = 0; kk < BN / 32; kk++)
+        wgmma_rs<__nv_fp8_e4m3, N, 0>(d, pa[kk], BN == 64 ? wgmma_desc_k64(svt, kk) : wgmma_desc_k(svt, N, kk), kk > 0);
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_hold<N / 2>(d);
@@ -380,13 +381,13 @@ __global__ void k_pv8(const float *P, const unsigned char *V, float *D) {
         for (int e = 0; e < 4; e++) D[(r + 8 * (e / 2)) * N + 8 * i + c + e % 2] = d[4 * i + e];
 }
 
-template <int N>
+template <int N, int BN = 128>
 static void test_pv8(const char *name) {
-    static float hP[64 * 128], D[64 * N];
-    static unsigned char hV[128 * N];
-    unsigned s = 31 + N;
-    for (int i = 0; i < 64 * 128; i++) hP[i] = fabsf(frand(&s));
-    for (int i = 0; i < 128 * N; i++) hV[i] = e4m3_of(8.0f * frand(&s));
+    static float hP[64 * BN], D[64 * N];
+    static unsigned char hV[BN * N];
+    unsigned s = 31 + N + BN;
+    for (int i = 0; i < 64 * BN; i++) hP[i] = fabsf(frand(&s));
+    for (int i = 0; i < BN * N; i++) hV[i] = e4m3_of(8.0f * frand(&s));
     float *dP, *dD;
     unsigned char *dV;
     CK(cudaMalloc(&dP, sizeof hP));
@@ -395,13 +396,13 @@ static void test_pv8(const char *name) {
     CK(cudaMemcpy(dP, hP, sizeof hP, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dV, hV, sizeof hV, cudaMemcpyHostToDevice));
     CK(cudaMemset(dD, 0xff, sizeof D));
-    int smem = 128 * (N < 128 ? 128 : N) + 128 * N;
-    CK(cudaFuncSetAttribute(k_pv8<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    k_pv8<N><<<1, 128, smem>>>(dP, dV, dD);
+    int smem = BN * (N < 128 ? 128 : N) + BN * N;
+    CK(cudaFuncSetAttribute(k_pv8<N, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    k_pv8<N, BN><<<1, 128, smem>>>(dP, dV, dD);
     CK(cudaGetLastError());
     CK(cudaMemcpy(D, dD, sizeof D, cudaMemcpyDeviceToHost));
-    check_product(name, D, N, [&](int m, int k) { return e4m3_to_float(e4m3_of(hP[m * 128 + k])); },
-                  [&](int k, int n) { return e4m3_to_float(hV[k * N + n]); });
+    check_product(name, D, N, [&](int m, int k) { return e4m3_to_float(e4m3_of(hP[m * BN + k])); },
+                  [&](int k, int n) { return e4m3_to_float(hV[k * N + n]); }, BN);
     cudaFree(dP); cudaFree(dV); cudaFree(dD);
 }
 
@@ -683,6 +684,7 @@ int main(void) {
     test_pv8<128>("P.V in e4m3: pack_p_e4m3 (S's accumulator layout) x transpose_v_e4m3, d_v 128");
     test_pv8<64>("P.V in e4m3: pack_p_e4m3 (S's accumulator layout) x transpose_v_e4m3, d_v 64");
     test_pv8<256>("P.V in e4m3: pack_p_e4m3 (S's accumulator layout) x transpose_v_e4m3, d_v 256");
+    test_pv8<256, 64>("P.V in e4m3 over 64 keys: Vt in 64-byte rows (64-byte swizzle, wgmma_desc_k64), d_v 256");
     test_mbarrier();
     test_bulk_copy();
     test_tma();

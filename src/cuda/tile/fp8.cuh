@@ -33,13 +33,24 @@ __device__ __forceinline__ void pack_p_e4m3(const float (*s)[4], uint32_t (*pa)[
     }
 }
 
+// A K-major operand of 64-byte rows (64 keys of e4m3): the 64-byte swizzle, chunk c (0 .. 3) of row r at
+// r * 64 + (c ^ (r / 2 % 4)) * 16, 8 rows a 512-byte unit (the tile 512-byte aligned). k-step kk (32 bytes).
+__device__ __forceinline__ uint32_t sw64_offset(int row, int chunk) {
+    return (uint32_t)row * 64u + (uint32_t)((chunk ^ (row >> 1)) & 3) * 16u;
+}
+__device__ __forceinline__ uint64_t wgmma_desc_k64(const char *tile, int kk) {
+    uint64_t addr = smem_u32(tile + kk * 32);
+    return ((addr & 0x3ffff) >> 4) | (uint64_t)(16 >> 4) << 16 | (uint64_t)(512 >> 4) << 32 | 2ull << 62;
+}
+
 // V (BN keys x DV features, e4m3, as a TMA box lands: byte f of key k at sw128_offset(k, f / 16, BN) + f % 16)
-// into Vt (DV rows of BN keys, K-major for wgmma_desc_k: key position p of feature f at
-// sw128_offset(f, p / 16, DV) + p % 16), a step's keys in P's fragment order. `threads` threads, this one
-// `t`, each 4 keys x 4 features at a time: four 4-byte reads, a byte transpose, four 4-byte writes.
+// into Vt (DV rows of BN keys, K-major: key position p of feature f at sw128_offset(f, p / 16, DV) + p % 16
+// for wgmma_desc_k; BN 64: sw64_offset(f, p / 16) + p % 16 for wgmma_desc_k64), a step's keys in P's fragment
+// order. `threads` threads, this one `t`, each 4 keys x 4 features at a time: four 4-byte reads, a byte
+// transpose, four 4-byte writes.
 template <int BN, int DV>
 __device__ __forceinline__ void transpose_v_e4m3(const char *v, char *vt, int t, int threads) {
-    static_assert(BN % 128 == 0 && DV % 16 == 0, "Vt rows are whole 128-byte atoms (the 128-byte swizzle)");
+    static_assert((BN == 64 || BN % 128 == 0) && DV % 16 == 0, "Vt rows: 64 bytes (64-byte swizzle) or whole 128-byte atoms");
     for (int i = t; i < (BN / 4) * (DV / 4); i += threads) {
         int lq = i % (BN / 4), f = 4 * (i / (BN / 4)); // logical key quad (positions 4 lq ..), first feature
         int w = lq % 8, k0 = 32 * (lq / 8) + 16 * (w / 4) + 2 * (w % 4);
@@ -53,6 +64,9 @@ __device__ __forceinline__ void transpose_v_e4m3(const char *v, char *vt, int t,
                            __byte_perm(t2, t3, 0x7632)};
         int p = 4 * lq;
 #pragma unroll
-        for (int j = 0; j < 4; j++) *(uint32_t *)(vt + sw128_offset(f + j, p / 16, DV) + p % 16) = out[j];
+        for (int j = 0; j < 4; j++) {
+            uint32_t at = BN == 64 ? sw64_offset(f + j, p / 16) : sw128_offset(f + j, p / 16, DV);
+            *(uint32_t *)(vt + at + p % 16) = out[j];
+        }
     }
 }
