@@ -201,6 +201,29 @@ static void check_product(const char *name, const float *D, int N, FA a, FB b, i
     check(err < 1e-3, name, msg);
 }
 
+// One CTA of 128 threads of kernel(A, B, D) with `smem` bytes of dynamic shared memory, on device copies
+// of hA (na elements) and hB (nb); D (nd floats) is poisoned with NaN first, so an element the kernel does
+// not write fails check_product.
+template <class TA, class TB>
+static void run_gemm_kernel(void (*kernel)(const TA *, const TB *, float *), int smem, const TA *hA, size_t na,
+                            const TB *hB, size_t nb, float *D, size_t nd) {
+    memset(D, 0xff, nd * sizeof *D);
+    TA *dA;
+    TB *dB;
+    float *dD;
+    CK(cudaMalloc(&dA, na * sizeof *hA));
+    CK(cudaMalloc(&dB, nb * sizeof *hB));
+    CK(cudaMalloc(&dD, nd * sizeof *D));
+    CK(cudaMemcpy(dA, hA, na * sizeof *hA, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dB, hB, nb * sizeof *hB, cudaMemcpyHostToDevice));
+    CK(cudaMemset(dD, 0xff, nd * sizeof *D));
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    kernel<<<1, 128, smem>>>(dA, dB, dD);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(D, dD, nd * sizeof *D, cudaMemcpyDeviceToHost));
+    cudaFree(dA); cudaFree(dB); cudaFree(dD);
+}
+
 static __nv_bfloat16 f2bf(float x) { return __float2bfloat16(x); }
 static float bf2f(__nv_bfloat16 x) { return __bfloat162float(x); }
 static __half f2h(float x) { return __float2half(x); }
@@ -258,22 +281,10 @@ static void test_wgmma(const char *name, T (*from_float)(float), float (*to_floa
     unsigned s = 11 + MODE + N;
     for (int i = 0; i < 64 * 128; i++) hA[i] = from_float(frand(&s));
     for (int i = 0; i < 128 * N; i++) hB[i] = from_float(frand(&s));
-    T *dA, *dB;
-    float *dD;
-    CK(cudaMalloc(&dA, sizeof hA));
-    CK(cudaMalloc(&dB, sizeof hB));
-    CK(cudaMalloc(&dD, sizeof D));
-    CK(cudaMemcpy(dA, hA, sizeof hA, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dB, hB, sizeof hB, cudaMemcpyHostToDevice));
-    CK(cudaMemset(dD, 0xff, sizeof D)); // NaN: every element must be written
     int smem = 64 * 256 + 128 * ((N + 63) / 64 * 64) * 2; // MN-major B: whole 64-column atoms
-    CK(cudaFuncSetAttribute(k_wgmma<T, N, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    k_wgmma<T, N, MODE><<<1, 128, smem>>>(dA, dB, dD);
-    CK(cudaGetLastError());
-    CK(cudaMemcpy(D, dD, sizeof D, cudaMemcpyDeviceToHost));
+    run_gemm_kernel(k_wgmma<T, N, MODE>, smem, hA, 64 * 128, hB, 128 * N, D, 64 * N);
     check_product(name, D, N, [&](int m, int k) { return to_float(hA[m * 128 + k]); },
                   [&](int k, int n) { return to_float(MODE < 2 ? hB[n * 128 + k] : hB[k * N + n]); });
-    cudaFree(dA); cudaFree(dB); cudaFree(dD);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -330,22 +341,9 @@ static void test_wgmma8(const char *name) {
     unsigned s = 23 + MODE + N;
     for (int i = 0; i < 64 * 128; i++) hA[i] = e4m3_of(4.0f * frand(&s));
     for (int i = 0; i < 128 * N; i++) hB[i] = e4m3_of(4.0f * frand(&s));
-    unsigned char *dA, *dB;
-    float *dD;
-    CK(cudaMalloc(&dA, sizeof hA));
-    CK(cudaMalloc(&dB, sizeof hB));
-    CK(cudaMalloc(&dD, sizeof D));
-    CK(cudaMemcpy(dA, hA, sizeof hA, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dB, hB, sizeof hB, cudaMemcpyHostToDevice));
-    CK(cudaMemset(dD, 0xff, sizeof D)); // NaN: every element must be written
-    int smem = 64 * 128 + N * 128;
-    CK(cudaFuncSetAttribute(k_wgmma8<N, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    k_wgmma8<N, MODE><<<1, 128, smem>>>(dA, dB, dD);
-    CK(cudaGetLastError());
-    CK(cudaMemcpy(D, dD, sizeof D, cudaMemcpyDeviceToHost));
+    run_gemm_kernel(k_wgmma8<N, MODE>, 64 * 128 + N * 128, hA, 64 * 128, hB, 128 * N, D, 64 * N);
     check_product(name, D, N, [&](int m, int k) { return e4m3_to_float(hA[m * 128 + k]); },
                   [&](int k, int n) { return e4m3_to_float(hB[n * 128 + k]); });
-    cudaFree(dA); cudaFree(dB); cudaFree(dD);
 }
 
 // P·V in FP8 as the prefill runs it: P (64 rows x 128 keys, in S's accumulator layout) rounded to e4m3 by
@@ -388,22 +386,9 @@ static void test_pv8(const char *name) {
     unsigned s = 31 + N + BN;
     for (int i = 0; i < 64 * BN; i++) hP[i] = fabsf(frand(&s));
     for (int i = 0; i < BN * N; i++) hV[i] = e4m3_of(8.0f * frand(&s));
-    float *dP, *dD;
-    unsigned char *dV;
-    CK(cudaMalloc(&dP, sizeof hP));
-    CK(cudaMalloc(&dV, sizeof hV));
-    CK(cudaMalloc(&dD, sizeof D));
-    CK(cudaMemcpy(dP, hP, sizeof hP, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dV, hV, sizeof hV, cudaMemcpyHostToDevice));
-    CK(cudaMemset(dD, 0xff, sizeof D));
-    int smem = BN * (N < 128 ? 128 : N) + BN * N;
-    CK(cudaFuncSetAttribute(k_pv8<N, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    k_pv8<N, BN><<<1, 128, smem>>>(dP, dV, dD);
-    CK(cudaGetLastError());
-    CK(cudaMemcpy(D, dD, sizeof D, cudaMemcpyDeviceToHost));
+    run_gemm_kernel(k_pv8<N, BN>, BN * (N < 128 ? 128 : N) + BN * N, hP, 64 * BN, hV, BN * N, D, 64 * N);
     check_product(name, D, N, [&](int m, int k) { return e4m3_to_float(e4m3_of(hP[m * BN + k])); },
                   [&](int k, int n) { return e4m3_to_float(hV[k * N + n]); }, BN);
-    cudaFree(dP); cudaFree(dV); cudaFree(dD);
 }
 
 // pack2: two floats rounded to nearest into one 32-bit pair (low half first).

@@ -542,6 +542,11 @@ __device__ __forceinline__ void scores_block(const score_consts &c, const row_sc
 // ---------------------------------------------------------------------------------------------
 // Epilogue: normalised output (and lse) to out, or fp32 partials to the split workspace.
 
+// The lse of query row r, head h of tile t's sequence, where p.lse asks for it (rows are global for varlen).
+__device__ __forceinline__ void store_lse(const fc_problem &p, const fwd_tile &t, int r, int h, float lse) {
+    p.lse[(int64_t)t.b * p.lse_sb + (int64_t)h * p.lse_sh + (t.s.q_row0 + r) * p.lse_sr] = lse;
+}
+
 // out_scale: v_descale of an fp8 cache (P·V ran on the values as stored), else 1.
 template <class C>
 __device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, float (*o)[C::DV / 8][4],
@@ -573,8 +578,7 @@ __device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws w
                 if (f * 8 < p.d_v)
                     *(uint32_t *)(dst + f * 8 + 2 * (lane % 4)) =
                         pack2<T>(o[mt][f][2 * half] * inv, o[mt][f][2 * half + 1] * inv);
-            if (p.lse && lane % 4 == 0)
-                p.lse[(int64_t)t.b * p.lse_sb + (int64_t)h * p.lse_sh + (t.s.q_row0 + r) * p.lse_sr] = lse;
+            if (p.lse && lane % 4 == 0) store_lse(p, t, r, h, lse);
         }
     }
 }

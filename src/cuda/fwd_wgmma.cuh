@@ -604,10 +604,8 @@ __device__ void wg_store_tma(const fc_problem &p, const fwd_tile &t, const wg_tm
         for (int f = 0; f < C::DV / 8; f++)
             *(uint32_t *)(q + sw128_offset(m, f, C::BM) + 4 * (lane % 4)) =
                 pack2<T>(w.o[0][f][2 * k] * inv, w.o[0][f][2 * k + 1] * inv);
-        if (p.lse && lane % 4 == 0 && pm < t.packed_rows) {
-            int r = pm / t.group, h = t.hk * t.group + pm % t.group;
-            p.lse[(int64_t)t.b * p.lse_sb + (int64_t)h * p.lse_sh + (t.s.q_row0 + r) * p.lse_sr] = lse;
-        }
+        if (p.lse && lane % 4 == 0 && pm < t.packed_rows)
+            store_lse(p, t, pm / t.group, t.hk * t.group + pm % t.group, lse);
     }
     fence_proxy_async();
     named_bar_sync(2 + g, 128);

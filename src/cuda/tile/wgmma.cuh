@@ -15,10 +15,11 @@ __host__ __device__ __forceinline__ uint32_t sw128_offset(int row, int chunk, in
     return (uint32_t)((chunk >> 3) * rows + row) * 128u + (uint32_t)((chunk & 7) ^ (row & 7)) * 16u;
 }
 
-// Matrix descriptor: start address, leading / stride byte offsets (16-byte units), 128-byte swizzle.
-__device__ __forceinline__ uint64_t wgmma_desc(const void *smem, uint32_t lbo, uint32_t sbo) {
+// Matrix descriptor: start address, leading / stride byte offsets (16-byte units), swizzle mode (1: 128-byte,
+// 2: 64-byte).
+__device__ __forceinline__ uint64_t wgmma_desc(const void *smem, uint32_t lbo, uint32_t sbo, uint32_t swizzle = 1) {
     uint64_t addr = smem_u32(smem);
-    return ((addr & 0x3ffff) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32 | 1ull << 62;
+    return ((addr & 0x3ffff) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32 | (uint64_t)swizzle << 62;
 }
 
 // K-major operand (rows of the M or N dimension, k contiguous): k-step kk of 16 elements of a tile of
