@@ -133,9 +133,9 @@ __host__ __device__ __forceinline__ int64_t wg_query_tiles(const fc_problem &p, 
 
 // Steps of this CTA's walk.
 template <class C, bool P>
-__device__ __forceinline__ int64_t wg_steps(const fc_problem &p, int splits) {
+__device__ __forceinline__ int wg_steps(const fc_problem &p, int splits) {
     if constexpr (!P) return C::TILES;
-    int64_t units = wg_query_tiles(p, C::BM) * splits * p.batch * p.h_k;
+    unsigned units = (unsigned)wg_query_tiles(p, C::BM) * splits * p.batch * p.h_k; // < 2^31 (fwd_launch.cuh)
     return units > blockIdx.x ? (units - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
 }
 
@@ -150,9 +150,11 @@ __device__ __forceinline__ bool wg_tile_at(const fc_problem &p, int splits, int 
         t.hk = blockIdx.z % p.h_k;
         t.b = blockIdx.z / p.h_k;
     } else {
-        int64_t m = wg_query_tiles(p, C::BM), g = blockIdx.x + (int64_t)k * gridDim.x, zi = g / (m * splits);
-        t.m0 = (int)(g % (m * splits) / splits) * C::BM;
-        t.split = (int)(g % splits);
+        // 32-bit (the host keeps units under 2^31): 64-bit divisions were part of the ~2k cycles between tiles
+        unsigned ms = (unsigned)wg_query_tiles(p, C::BM) * splits, g = blockIdx.x + (unsigned)k * gridDim.x;
+        unsigned zi = g / ms, r = g - zi * ms;
+        t.m0 = (int)(r / splits) * C::BM;
+        t.split = (int)(r % splits);
         t.hk = (int)(zi % p.h_k);
         t.b = (int)(zi / p.h_k);
     }
@@ -349,7 +351,7 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
     // FC_BAD_*: what is wrong with sequence bad_b (the grid walk: the CTA's one sequence; persistent: the first
     // flagged), reported at the end; cut: bad_b's lengths were cut (its rows past them are cleared once)
     int bad = 0, bad_b = -1, cut = 0;
-    int64_t steps = wg_steps<C, P>(p, ws.splits);
+    int steps = wg_steps<C, P>(p, ws.splits);
     for (int k = 0; k < steps; k++) {
         fwd_tile t;
         bool some = wg_tile_at<C, P>(p, ws.splits, k, t);
@@ -665,7 +667,7 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
 template <class C, bool P>
 __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
     int pos = 0, uses0 = 0, uses1 = 0; // tiles through Q buffers 0 and 1
-    int64_t steps = wg_steps<C, P>(p, ws.splits);
+    int steps = wg_steps<C, P>(p, ws.splits);
     for (int k = 0; k < steps; k++) {
         fwd_tile t;
         if (!wg_tile_at<C, P>(p, ws.splits, k, t)) continue;
