@@ -1,7 +1,7 @@
 """compare.py — times flashc against torch SDPA (cuDNN and flash backends) on one Hopper GPU, in one process.
 
 usage: python3 bench/compare.py [--set decode|prefill|all|table] [--json PATH] [--png PATH] [--eager]
-                                [--samples N] [--warmup N] [--only SUBSTRING] [--fresh] [--flashc-only] [--kv-fp8]
+                                [--samples N] [--warmup N] [--only SUBSTRING] [--fresh] [--flashc-only] [--kv-fp8] [--fp8]
 
 Shapes are the performance targets of docs/PERF.md: paged decode (page 16; batch 1, 8, 32, 128 x context
 1k, 8k, 32k; page 1 and 256 at batch 8 x 32k; 32 query heads over 8 KV heads, d 128, bf16) and prefill
@@ -254,9 +254,15 @@ def run_prefill(name, p, args, l2, gen):
     sets = [[torch.randn(b, s, h, x, device="cuda", dtype=DT, generator=gen) for x in (d, d, dv)] for _ in range(n)]
     flops = 2.0 * visible_pairs(s, s, causal) * (d + dv) * h * b
     row = dict(name=name, kind="prefill", params=p, sets=n, flops=flops, note="")
+    fp8, fsets = {}, sets
+    if args.fp8:  # flashc's FP8 attention: q, k, v in e4m3 (descales of one value, as FA3 is called), P e4m3
+        fsets = [[x.to(torch.float8_e4m3fn) for x in t] for t in sets]
+        one = torch.ones(1, device="cuda", dtype=torch.float32)
+        fp8 = dict(q_descale=one, k_descale=one, v_descale=one)
+        row["note"] = "flashc q, k, v e4m3 (bf16 out); torch bf16"
 
     def flashc_calls(_mode):
-        return [lambda t=t: flashc.flash_attn_func(t[0], t[1], t[2], causal=causal) for t in sets]
+        return [lambda t=t: flashc.flash_attn_func(t[0], t[1], t[2], causal=causal, **fp8) for t in fsets]
 
     def torch_calls(backend):
         return lambda mode: [sdpa_call(backend, t[0], t[1], t[2], causal, mode) for t in sets]
@@ -391,6 +397,8 @@ def run_child(name, args):
             cmd.append("--flashc-only")
         if args.kv_fp8:
             cmd.append("--kv-fp8")
+        if args.fp8:
+            cmd.append("--fp8")
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         with open(path) as f:
             return json.load(f)["rows"][0]
@@ -411,6 +419,8 @@ def main():
                     help="time flashc alone (A/B of flashc builds; the torch columns are n/a)")
     ap.add_argument("--kv-fp8", action="store_true",
                     help="decode: flashc reads an e4m3 cache (its GB/s count its own bytes; torch stays bf16)")
+    ap.add_argument("--fp8", action="store_true",
+                    help="prefill: flashc runs FP8 attention (q, k, v e4m3, bf16 out); the anchors stay bf16")
     ap.add_argument("--json", default=None)
     ap.add_argument("--png", default=None)
     args = ap.parse_args()

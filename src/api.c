@@ -185,8 +185,6 @@ static fc_status shape_queries(const fc_attn_args *a, fc_problem *p) {
     if (!is_present(q)) return fc_fail(FC_ERR_INVALID_ARGUMENT, "q", "is required but NULL");
     int fp8 = q->dtype == FC_E4M3 || q->dtype == FC_E5M2;
     if (fp8) { /* FP8 attention: out in bf16 or fp16 gives the activations' dtype */
-        if (a->device == FC_DEVICE_CUDA)
-            return fc_fail(FC_ERR_UNSUPPORTED, "q", "dtype %s: fp8 queries run on the CPU only so far", dtype_name(q->dtype));
         if (a->out.dtype != FC_BF16 && a->out.dtype != FC_FP16)
             return fc_fail(FC_ERR_INVALID_ARGUMENT, "out", "dtype %s: with fp8 q, out is bf16 or fp16",
                            dtype_name(a->out.dtype));

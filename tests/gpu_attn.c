@@ -276,7 +276,7 @@ static void sweep_kv_index(group *g) {
 }
 
 /* A case CUDA does not run yet: FC_ERR_UNSUPPORTED naming k, out left as poisoned. */
-static void fp8_not_yet(group *g, const cfg *c) {
+static void not_on_cuda(group *g, const cfg *c, const char *arg) {
     char desc[240];
     describe(c, desc, sizeof desc);
     prob P;
@@ -290,8 +290,10 @@ static void fp8_not_yet(group *g, const cfg *c) {
     gpu_run_once(&P, &d, poison, NULL, P.k_snap, P.v_snap, &r);
     reg_download(&P, &P.out, after);
     g->cases++;
-    int ok = tu_check(r.st == FC_ERR_UNSUPPORTED && strstr(r.msg, ": k: ") && !memcmp(after, poison, n),
-                      "%s [%s]: expected FC_ERR_UNSUPPORTED naming k and out untouched, got %s", g->name, desc, r.msg);
+    char named[32];
+    snprintf(named, sizeof named, ": %s: ", arg);
+    int ok = tu_check(r.st == FC_ERR_UNSUPPORTED && strstr(r.msg, named) && !memcmp(after, poison, n),
+                      "%s [%s]: expected FC_ERR_UNSUPPORTED naming %s and out untouched, got %s", g->name, desc, arg, r.msg);
     group_note(g, ok, 0, desc);
     gpu_run_free(&r);
     free(poison), free(after);
@@ -333,11 +335,45 @@ static void sweep_fp8(group *g) {
     for (int f = 1; f <= 2 && !g_fake; f++) { /* not on CUDA yet (the CPU standing in runs them) */
         cfg c = cfg_base();
         c.dt = DTYPES[f % 2];
-        c.fp8 = f, c.descale = 1, c.lse = 0; /* (fp8_not_yet poisons out only) */
+        c.fp8 = f, c.descale = 1, c.lse = 0; /* (not_on_cuda poisons out only) */
         set_heads(&c, f);
         c.s_q = 64, c.s_k = 300;
         if (f == 2) c.s_q = 9, c.kv = KV_PAGED, c.page_size = 16, c.seqused = 1; /* 9 x 4 = 36 packed rows */
-        fp8_not_yet(g, &c);
+        not_on_cuda(g, &c, "k");
+    }
+}
+
+/* FP8 attention (q, k, v e4m3, out bf16 / fp16) on the wgmma prefill's e4m3 tiles: d 64, 128, 256 and padded
+ * pairs (80, 128 / 64); dense, varlen (with varlen queries) and paged caches (pages of 16: cp.async; 64 and
+ * 256: TMA); MHA, GQA, MQA; causal, a window with sinks, softcap with ALiBi, lse; descales per (b, h_k),
+ * broadcast or none; splits; a decode shape (s_q 1). e5m2 queries: FC_ERR_UNSUPPORTED naming q. */
+static void sweep_fp8q(group *g) {
+    static const int dims[5][2] = {{128, 128}, {64, 64}, {256, 256}, {80, 80}, {128, 64}};
+    for (int k = 0; k < 30; k++) {
+        cfg c = cfg_base();
+        c.dt = DTYPES[k % 2];
+        c.fp8 = 1, c.fp8_q = 1, c.descale = k % 3;
+        c.d = dims[k % 5][0], c.d_v = dims[k % 5][1];
+        set_heads(&c, k);
+        c.s_q = k % 6 == 5 ? 1 : 64 + 61 * (k % 7);
+        c.s_k = c.s_q + 97 * (k % 4);
+        c.causal = k % 2;
+        switch (k % 4) {
+        case 1: c.kv = KV_VARLEN, c.q_varlen = 1; break;
+        case 2: c.kv = KV_PAGED, c.page_size = k % 3 ? 64 : 16, c.seqused = 1; break;
+        case 3: c.kv = KV_PAGED, c.page_size = 256, c.seqused = 1; break;
+        }
+        if (k % 5 == 3) c.softcap = 5, c.alibi = 2;
+        if (k % 7 == 2) c.sinks = 1, c.wl = 150, c.wr = 0;
+        c.lse = k % 2;
+        c.nsplits = 2, c.splits[0] = 1, c.splits[1] = k % 3 ? 0 : 3;
+        run_case(g, &c);
+    }
+    if (!g_fake) { /* (the CPU standing in runs e5m2) */
+        cfg c = cfg_base();
+        c.fp8 = 2, c.fp8_q = 1, c.descale = 1, c.lse = 0;
+        c.s_q = 64, c.s_k = 100;
+        not_on_cuda(g, &c, "q");
     }
 }
 
@@ -652,7 +688,7 @@ int main(int argc, char **argv) {
         {"paged", sweep_paged},   {"varlen", sweep_varlen},   {"splits", sweep_splits},     {"decode", sweep_decode},
         {"append", sweep_append}, {"masked", sweep_masked},   {"strides", sweep_strides},   {"mixed", sweep_mixed},
         {"graph", sweep_graph},   {"odd_dims", sweep_odd_dims}, {"kv_index", sweep_kv_index},
-        {"fp8", sweep_fp8},
+        {"fp8", sweep_fp8},       {"fp8q", sweep_fp8q},
     };
     const char *only = argc > 1 ? argv[1] : NULL; /* optional: one group by name */
     if (harness_init("gpu_attn")) return 2;

@@ -6,7 +6,8 @@ ptxas may legally sink register-only arithmetic below the second wait, which ser
 after the GEMM (it did, on the plain-score path). This test disassembles every fwd_wgmma_kernel
 instantiation in the library (cuobjdump -sass; no GPU needed) and, at every `WARPGROUP.DEPBAR.LE gsb0, 0x1`
 (the first wait), counts the MUFU.EX2 before the next WARPGROUP.DEPBAR: the exponentials of the thread's
-two rows of a key block, BN / 2 of them (BN read from the S wgmma's shape, HGMMA.64xBNx16), must be there.
+two rows of a key block, BN / 2 of them (BN read from the S wgmma's shape: HGMMA.64xBNx16, or the FP8
+kernels' QGMMA.64xBNx32), must be there.
 
 usage: python3 tests/sass_overlap.py [LIB]   (default build/libflashc.so)
 Exit: 0 all passed, 1 a kernel failed, 2 nothing checked (no cuobjdump, or no wgmma kernel in LIB).
@@ -45,7 +46,7 @@ def check_kernel(body):
     """(sites, fewest MUFU.EX2 at a site, BN) over the kernel's first waits; sites = 0 when there is none."""
     sites, fewest, bn = 0, None, None
     for i, line in enumerate(body):
-        m = re.search(r"HGMMA\.64x(\d+)x16", line)
+        m = re.search(r"[HQ]GMMA\.64x(\d+)x(16|32)", line)
         if m and bn is None:
             bn = int(m.group(1))  # the first wgmma of the consumer is an S = Q K^T of N = BN
         if re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x1", line):

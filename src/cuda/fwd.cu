@@ -21,6 +21,23 @@ static fc_status dispatch_fp8(const fc_problem *p, fc_split_ws ws, cudaStream_t 
 #undef FC_FP8_DIMS
 }
 
+// FP8 attention (q, k and v e4m3, out bf16 / fp16; flashc.h): the wgmma prefill on e4m3 tiles at kernel dims
+// 128 (max(d, d_v) <= 128) and 256; d and d_v multiples of 16 (whole 16-byte chunks), no rotary.
+static fc_status dispatch_fp8q(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
+    if (p->q_dtype != FC_E4M3)
+        return fc_fail(FC_ERR_UNSUPPORTED, "q", "fp8 queries on CUDA: e4m3 only (e5m2 runs on the CPU)");
+    if (p->d % 16 || p->d_v % 16)
+        return fc_fail(FC_ERR_UNSUPPORTED, "q", "fp8 queries on CUDA need d and d_v multiples of 16 (d %d, d_v %d)", p->d,
+                       p->d_v);
+    if (p->rotary_cos)
+        return fc_fail(FC_ERR_UNSUPPORTED, "rotary_cos", "rotary with fp8 queries runs on the CPU only");
+    int dim = p->d > p->d_v ? p->d : p->d_v;
+#define FC_FP8Q_DIMS(T)                                                                                    \
+    return dim <= 128 ? fwd_launch_fp8q<T, 128>(p, ws, stream, info) : fwd_launch_fp8q<T, 256>(p, ws, stream, info);
+    if (p->dtype == FC_BF16) { FC_FP8Q_DIMS(__nv_bfloat16) } else { FC_FP8Q_DIMS(__half) }
+#undef FC_FP8Q_DIMS
+}
+
 // The one dispatch over dtype and head dims: launches, or (info != NULL) only reports the config.
 // The kernel head dim of a head dim (a multiple of 8 up to 256): the next of 64, 96, 128, 192, 256.
 static int kernel_dim(int d) { return d <= 64 ? 64 : d <= 96 ? 96 : d <= 128 ? 128 : d <= 192 ? 192 : 256; }
@@ -28,6 +45,7 @@ static int kernel_dim(int d) { return d <= 64 ? 64 : d <= 96 ? 96 : d <= 128 ? 1
 // d = d_v of the five kernel dims and d 192 / d_v 128 have their own kernels; any other pair runs padded to
 // the kernel dim of max(d, d_v) (both kernels zero-fill the features past d and d_v).
 static fc_status dispatch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
+    if (p->q_dtype != p->dtype) return dispatch_fp8q(p, ws, stream, info);
     if (p->kv_dtype != p->dtype) return dispatch_fp8(p, ws, stream, info);
 #define FC_DIMS(T)                                                                                         \
     if (p->d == 192 && p->d_v == 128) return fwd_launch_unit<T, 192, 128, T>(p, ws, stream, info);         \
@@ -70,8 +88,8 @@ fc_status fc_cuda_describe(const fc_problem *p, char *buf, size_t n) {
     int splits = fc_cuda_plan_splits(p);
     const char *app = p->k_new.data && p->s_new > 0 ? "append, then " : "";
     if (c.wg)
-        snprintf(buf, n, "cuda: %swgmma prefill (kernel d %d / d_v %d): %d-row tiles %s, %d-key "
-                 "blocks, %d Q buffer%s; %d split%s", app, c.d, c.dv, c.tile_rows,
+        snprintf(buf, n, "cuda: %swgmma prefill (kernel d %d / d_v %d%s): %d-row tiles %s, %d-key "
+                 "blocks, %d Q buffer%s; %d split%s", app, c.d, c.dv, p->q_dtype != p->dtype ? ", e4m3 tiles" : "", c.tile_rows,
                  wg_persistent(p, c.d) ? "walked by persistent CTAs" : "four per CTA", c.bn, c.qbuf, c.qbuf == 1 ? "" : "s", splits,
                  splits == 1 ? "" : "s + merge");
     else

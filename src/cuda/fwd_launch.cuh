@@ -46,7 +46,7 @@ template <typename T> struct prefill_cfg<T, 96, 96> {
 template <class C> struct is_wg {
     static constexpr bool value = false;
 };
-template <typename T, int D, int DV> struct is_wg<wg_cfg<T, D, DV>> {
+template <typename T, int D, int DV, typename E> struct is_wg<wg_cfg<T, D, DV, E>> {
     static constexpr bool value = true;
 };
 
@@ -66,22 +66,24 @@ static inline PFN_cuTensorMapEncodeTiled_v12000 tma_encoder(void) {
     return fn;
 }
 
-// A TMA descriptor of x (K, V or Q): (dim, heads, rows, outer) with element strides (sh, sr, so), in boxes of
-// 64 x box_heads x box_rows x 1 with the 128-byte swizzle (fwd_wgmma.cuh's tile layout: a box's rows are its
-// (row, head) pairs in that order, 128 bytes each). 0 when TMA cannot take it (strides, alignment, sizes, driver).
-static inline int encode_map(CUtensorMap *m, const fc_problem *p, const fc_view *x, int dim, int heads, int64_t rows,
-                             int64_t outer, int64_t so, int box_heads, int box_rows) {
+// A TMA descriptor of x (K, V or Q; elements of eb bytes: p's dtype, or 1 for FP8's e4m3): (dim, heads, rows,
+// outer) with element strides (sh, sr, so), in boxes of 128 bytes x box_heads x box_rows x 1 with the 128-byte
+// swizzle (fwd_wgmma.cuh's tile layout: a box's rows are its (row, head) pairs in that order, 128 bytes each).
+// 0 when TMA cannot take it (strides, alignment, sizes, driver).
+static inline int encode_map(CUtensorMap *m, const fc_problem *p, const fc_view *x, int eb, int dim, int heads,
+                             int64_t rows, int64_t outer, int64_t so, int box_heads, int box_rows) {
     PFN_cuTensorMapEncodeTiled_v12000 enc = tma_encoder();
     if (!enc || rows <= 0 || outer <= 0) return 0;
-    int64_t es = fc_dtype_size(p->dtype);
+    int64_t es = eb;
     if (outer == 1) so = x->sr * rows; // one outer index: any stride will do
     cuuint64_t dims[4] = {(cuuint64_t)dim, (cuuint64_t)heads, (cuuint64_t)rows, (cuuint64_t)outer};
     cuuint64_t strides[3] = {(cuuint64_t)(x->sh * es), (cuuint64_t)(x->sr * es), (cuuint64_t)(so * es)};
     for (int i = 0; i < 3; i++)
         if ((int64_t)strides[i] <= 0 || strides[i] % 16 || strides[i] >= (1ull << 40)) return 0;
     if ((uintptr_t)x->data % 16 || rows >= (1ll << 31) || outer >= (1ll << 31)) return 0; // int32 coordinates
-    cuuint32_t box[4] = {64, (cuuint32_t)box_heads, (cuuint32_t)box_rows, 1}, step[4] = {1, 1, 1, 1};
-    CUtensorMapDataType t = p->dtype == FC_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    cuuint32_t box[4] = {(cuuint32_t)(128 / eb), (cuuint32_t)box_heads, (cuuint32_t)box_rows, 1}, step[4] = {1, 1, 1, 1};
+    CUtensorMapDataType t = eb == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                          : p->dtype == FC_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     return enc(m, t, 4, x->data, dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
@@ -106,8 +108,8 @@ static wg_tma wg_tma_of(const fc_problem *p, int splits) {
         }
     }
     // The maps' feature extents are p's d and d_v: the boxes past them (a padded head dim) come as zeros.
-    if (kind != WG_TMA_OFF && encode_map(&tm.k, p, &p->k, p->d, p->h_k, rows, outer, sk, 1, box) &&
-        encode_map(&tm.v, p, &p->v, p->d_v, p->h_k, rows, outer, sv, 1, box)) {
+    if (kind != WG_TMA_OFF && encode_map(&tm.k, p, &p->k, C::EB, p->d, p->h_k, rows, outer, sk, 1, box) &&
+        encode_map(&tm.v, p, &p->v, C::EB, p->d_v, p->h_k, rows, outer, sv, 1, box)) {
         tm.kind = kind;
         tm.box_rows = box;
     }
@@ -117,14 +119,14 @@ static wg_tma wg_tma_of(const fc_problem *p, int splits) {
     int group = p->h_q / p->h_k;
     bool q_varlen = p->cu_seqlens_q != NULL;
     if (C::BM % group == 0 &&
-        encode_map(&tm.q, p, &p->q, p->d, p->h_q, q_varlen ? p->total_q : p->s_q, q_varlen ? 1 : p->batch, p->q.sb,
+        encode_map(&tm.q, p, &p->q, C::EB, p->d, p->h_q, q_varlen ? p->total_q : p->s_q, q_varlen ? 1 : p->batch, p->q.sb,
                    group, C::BM / group))
         tm.q_kind = q_varlen ? WG_TMA_VARLEN : WG_TMA_DENSE;
     // O: a consumer warpgroup's 64 packed rows per box (wg_store_tma), when the group divides 64, and only
     // where every tile's box may be stored whole: dense rows (a varlen box past its sequence would write the
     // next one's rows; rows past seqused_q are not written; a dense box past s_q is outside the map), one split.
     if (C::O_TMA && 64 % group == 0 && !q_varlen && !p->seqused_q && splits == 1 &&
-        encode_map(&tm.o, p, &p->out, p->d_v, p->h_q, p->s_q, p->batch, p->out.sb, group, 64 / group))
+        encode_map(&tm.o, p, &p->out, sizeof(typename C::T), p->d_v, p->h_q, p->s_q, p->batch, p->out.sb, group, 64 / group))
         tm.o_kind = WG_TMA_DENSE;
     return tm;
 }
@@ -290,6 +292,23 @@ fc_status fwd_launch_unit(const fc_problem *p, fc_split_ws ws, cudaStream_t stre
     else
         return launch_dims<T, D, DV>(p, ws, stream, info);
 }
+
+// FP8 attention (q, k and v e4m3, out T): the wgmma prefill on e4m3 tiles (wg_cfg's E; fwd_wgmma.cuh), kernel
+// head dim D = 128 or 256 (smaller dims padded up), at any s_q (a decode shape's tiles mostly rows past the
+// sequence: computed, never stored). Its own unit, fwd_fp8q.cu.
+template <typename T, int D>
+fc_status fwd_launch_fp8q(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info);
+
+template <typename T, int D>
+fc_status fwd_launch_fp8q(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
+    return launch<wg_cfg<T, D, D, __nv_fp8_e4m3>>(p, ws, stream, info);
+}
+#define FC_FP8Q_UNIT(T, D) \
+    template fc_status fwd_launch_fp8q<T, D>(const fc_problem *, fc_split_ws, cudaStream_t, cfg_info *)
+extern FC_FP8Q_UNIT(__nv_bfloat16, 128);
+extern FC_FP8Q_UNIT(__half, 128);
+extern FC_FP8Q_UNIT(__nv_bfloat16, 256);
+extern FC_FP8Q_UNIT(__half, 256);
 
 // Every unit, instantiated in the file named (extern here: no other file compiles a copy of its kernels).
 #define FC_FWD_UNIT(T, D, DV, KV) \

@@ -29,9 +29,20 @@
 // O_TMA: the epilogue by TMA store through Q's buffer where the host allows it (wg_store_tma): +5-9% at 512
 // tokens for d 64, 128, 256; off at d 192, whose one Q buffer then goes back later (192 / 128 causal 1k -11%;
 // PERF.md step 58).
-template <int D, int DV> struct wg_shape {
+// FP8 (Q, K and V in e4m3; issue 13): d <= 128 runs on the d 128 kernel (BN 128), d 256 on BN 64 (O is 128
+// registers, S 32); Q in half the bytes, so two buffers at d 256 too; no lazy rescale (P is quantised as
+// 2^(s - running max), in [0, 1]: flashc.h) and no O by TMA store (O in T is twice Q's buffer).
+template <int D, int DV, bool FP8 = false> struct wg_shape {
     static constexpr int BN = 128, QBUF = 2;      // d 64, 128: 16 + 2 x 32 KB, 32 + 2 x 64 KB
     static constexpr bool LAZY = D >= 128, O_TMA = true;
+};
+template <> struct wg_shape<128, 128, true> {
+    static constexpr int BN = 128, QBUF = 2;      // 2 x 16 KB Q + 2 x (16 + 16) KB K/Vt + 2 x 16 KB V landing
+    static constexpr bool LAZY = false, O_TMA = false;
+};
+template <> struct wg_shape<256, 256, true> {
+    static constexpr int BN = 64, QBUF = 2;       // 2 x 32 KB Q + 2 x (16 + 16) KB K/Vt + 2 x 16 KB V landing
+    static constexpr bool LAZY = false, O_TMA = false;
 };
 template <> struct wg_shape<192, 128> {
     static constexpr int BN = 128, QBUF = 1;      // 48 KB Q + 2 x (48 + 32) KB K/V
@@ -47,29 +58,36 @@ template <> struct wg_shape<256, 256> {
 };
 
 // T: the output's type (and the inputs' unless E says otherwise); E: the type of Q, K and V as they sit in
-// shared memory (T, or an 8-bit float for the FP8 prefill to come: issue 13). Sizes below count E's bytes:
-// a 16-byte chunk holds 16 / EB elements, a 128-byte swizzle atom FA, a wgmma k-step 32 bytes of k.
+// shared memory (T, or e4m3 for the FP8 prefill: FP8). Sizes below count E's bytes: a 16-byte chunk holds
+// 16 / EB elements, a 128-byte swizzle atom FA, a wgmma k-step 32 bytes of k (PK keys of P·V).
+// FP8: the 8-bit wgmma takes B K-major only, so V lands in a ring of two buffers as it comes ([key][feature])
+// and the producer transposes it into the stage (Vt, [feature][key]: wg_finish_v).
 template <typename T_, int D_, int DV_, typename E_ = T_>
 struct wg_cfg {
     typedef T_ T;
     typedef E_ E;
     static constexpr int EB = sizeof(E), FA = 128 / EB;             // bytes per element, elements per atom row
-    static constexpr int D = D_, DV = DV_, BN = wg_shape<D, DV>::BN, STAGES = 2, CONSUMERS = 2;
+    static constexpr bool FP8 = EB == 1;
+    typedef wg_shape<D_, DV_, FP8> shape;
+    static constexpr int D = D_, DV = DV_, BN = shape::BN, STAGES = 2, CONSUMERS = 2;
+    static constexpr int PK = 32 / EB, PA = BN / PK * 4;             // keys per P·V k-step; P's fragment registers
     static constexpr int TILES = 4;                                  // query tiles per CTA of the grid walk (wg_tile_at)
-    static constexpr int QBUF = wg_shape<D, DV>::QBUF;               // Q buffers, a ring over the tiles
-    static constexpr bool LAZY = wg_shape<D, DV>::LAZY;              // lazy rescale (softmax_update)
-    static constexpr bool O_TMA = wg_shape<D, DV>::O_TMA;            // the epilogue may store by TMA (wg_store_tma)
+    static constexpr int QBUF = shape::QBUF;                         // Q buffers, a ring over the tiles
+    static constexpr bool LAZY = shape::LAZY;                        // lazy rescale (softmax_update)
+    static constexpr bool O_TMA = shape::O_TMA;                      // the epilogue may store by TMA (wg_store_tma)
     static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
     static constexpr int MT = 1, ROWS = 2, NWARPS = 4 * CONSUMERS; // fwd_kernel's view of a consumer warp
     static constexpr bool HEAD_MAJOR = false;
     static constexpr int DCH = D * EB / 16, DVCH = DV * EB / 16;    // 16-byte chunks per row
     static constexpr int Q_BYTES = BM * D * EB, K_BYTES = BN * D * EB, V_BYTES = BN * DV * EB;
     static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
+    static constexpr int LAND_BYTES = FP8 ? 2 * V_BYTES : 0;          // FP8: V's landing ring
     static constexpr int TABLE_BYTES = 2 * 2 * BN * 8;               // two row tables (K, V offsets), alternating
-    static constexpr int BAR_BYTES = (2 * QBUF + 4 * STAGES) * 8;
-    static constexpr int SMEM_BYTES = 1024 + QBUF * Q_BYTES + STAGES * STAGE_BYTES + TABLE_BYTES + BAR_BYTES;
+    static constexpr int BAR_BYTES = (2 * QBUF + 4 * STAGES + 2) * 8;
+    static constexpr int SMEM_BYTES = 1024 + QBUF * Q_BYTES + STAGES * STAGE_BYTES + LAND_BYTES + TABLE_BYTES + BAR_BYTES;
     static constexpr int PRODUCER_REGS = 72, CONSUMER_REGS = 216;   // 128 * 72 + 256 * 216 = 384 * 168 (the producer spills at 56)
     static_assert(D % 64 == 0 && DV % 64 == 0, "wgmma tiles: d and d_v multiples of 64 (P·V: one wgmma of N = d_v)");
+    static_assert(!FP8 || (D == DV && (BN == 128 || BN == 64)), "FP8: Vt rows of 128 keys (128-byte swizzle) or 64 (64-byte)");
     static_assert(BN == 64 || BN == 96 || BN == 128, "S = Q K^T is one wgmma of N = BN; a producer thread per key row");
     static_assert(QBUF == 1 || QBUF == 2, "Q buffers");
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one CTA");
@@ -92,9 +110,10 @@ struct wg_tma {
 
 // Where things live in shared memory (the base rounded up to 1024 bytes, as the swizzle needs).
 struct wg_smem {
-    char *q, *stages;
+    char *q, *stages, *land; // land: FP8's V landing ring (2 buffers)
     int64_t *tables;
     uint64_t *q_full, *q_empty, *k_full, *v_full, *k_empty, *v_empty; // q_*[QBUF], the others [STAGES]
+    uint64_t *v_land;                                                  // [2]: FP8, V landed in land
 };
 
 template <class C>
@@ -103,13 +122,15 @@ __device__ __forceinline__ wg_smem wg_smem_of(char *raw) {
     char *base = raw + ((1024 - (smem_u32(raw) & 1023)) & 1023);
     s.q = base;
     s.stages = base + C::QBUF * C::Q_BYTES;
-    s.tables = (int64_t *)(s.stages + C::STAGES * C::STAGE_BYTES);
+    s.land = s.stages + C::STAGES * C::STAGE_BYTES;
+    s.tables = (int64_t *)(s.land + C::LAND_BYTES);
     s.q_full = (uint64_t *)((char *)s.tables + C::TABLE_BYTES);
     s.q_empty = s.q_full + C::QBUF;
     s.k_full = s.q_empty + C::QBUF;
     s.v_full = s.k_full + C::STAGES;
     s.k_empty = s.v_full + C::STAGES;
     s.v_empty = s.k_empty + C::STAGES;
+    s.v_land = s.v_empty + C::STAGES;
     return s;
 }
 
@@ -264,6 +285,36 @@ __device__ __forceinline__ void wg_tma_block(const wg_tma &tm, const CUtensorMap
     }
 }
 
+// FP8: block g's V, landed in land buffer g % 2 ([key][feature], as a T block would sit in the stage), into
+// the stage's V buffer transposed (Vt: [feature][key], in P's key order: tile/fp8.cuh) by every producer
+// thread once the consumers gave the buffer back, then signalled on v_full. The barrier after it: every
+// thread's reads of the land buffer are done before the block after next lands there.
+template <class C>
+__device__ __forceinline__ void wg_finish_v(const wg_smem &sm, int g, int tid) {
+    int stage = g % C::STAGES;
+    char *vt = sm.stages + stage * C::STAGE_BYTES + C::K_BYTES;
+    mbar_wait(&sm.v_land[g % 2], (g / 2) & 1);
+    if (g >= C::STAGES) mbar_wait(&sm.v_empty[stage], (g / C::STAGES - 1) & 1);
+    transpose_v_e4m3<C::BN, C::DV>(sm.land + g % 2 * C::V_BYTES, vt, tid, 128);
+    fence_proxy_async(); // the transposed Vt (generic proxy) before wgmma's reads; the land reads before TMA's writes
+    named_bar_sync(1, 128);
+    mbar_arrive(&sm.v_full[stage]);
+}
+
+// Where block g's V goes first and the barrier that says it is there: the stage (waiting for the consumers to
+// give it back) or, FP8, the land buffer (wg_finish_v waits for the stage).
+template <class C>
+__device__ __forceinline__ char *wg_v_dst(const wg_smem &sm, int g, uint64_t **bar) {
+    int stage = g % C::STAGES;
+    if constexpr (C::FP8) {
+        *bar = &sm.v_land[g % 2];
+        return sm.land + g % 2 * C::V_BYTES;
+    }
+    if (g >= C::STAGES) mbar_wait(&sm.v_empty[stage], (g / C::STAGES - 1) & 1);
+    *bar = &sm.v_full[stage];
+    return sm.stages + stage * C::STAGE_BYTES + C::K_BYTES;
+}
+
 // Every key block of tile t, ring positions pos .., all by cp.async (a cache TMA cannot take: pages under 64
 // rows, odd strides): write the row table (a barrier: every thread reads all rows), then for K and for V
 // wait for the buffer, copy, and have the copies' arrival signalled on the buffer's barrier. A loop of its
@@ -288,10 +339,15 @@ __device__ void wg_produce_rows(const fc_problem &p, const fwd_tile &t, const wg
         if (g >= C::STAGES) mbar_wait(&sm.k_empty[stage], parity);
         wg_load_rows<C, C::DCH>(p.k.data, rows, k, tid, p.d / (16 / C::EB));
         mbar_cp_async_arrive(&sm.k_full[stage]);
-        if (g >= C::STAGES) mbar_wait(&sm.v_empty[stage], parity);
-        wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, k + C::K_BYTES, tid, p.d_v / (16 / C::EB));
-        mbar_cp_async_arrive(&sm.v_full[stage]);
+        uint64_t *v_bar;
+        char *v = wg_v_dst<C>(sm, g, &v_bar);
+        wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, v, tid, p.d_v / (16 / C::EB));
+        mbar_cp_async_arrive(v_bar);
+        if constexpr (C::FP8) // the previous block's V, while this one lands
+            if (it > 0) wg_finish_v<C>(sm, g - 1, tid);
     }
+    if constexpr (C::FP8)
+        if (n_blocks > 0) wg_finish_v<C>(sm, pos + n_blocks - 1, tid);
 }
 
 // Every key block of tile t, ring positions pos ..: a block whose keys all lie in the sequence comes by
@@ -329,17 +385,23 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
         } else {
             mbar_arrive(&sm.k_full[stage]);
         }
-        if (g >= C::STAGES) mbar_wait(&sm.v_empty[stage], parity);
+        uint64_t *v_bar;
+        char *v = wg_v_dst<C>(sm, g, &v_bar);
         if (!bulk) {
-            wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, k + C::K_BYTES, tid, p.d_v / (16 / C::EB));
-            mbar_cp_async_arrive(&sm.v_full[stage]);
+            wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, v, tid, p.d_v / (16 / C::EB));
+            mbar_cp_async_arrive(v_bar);
         } else if (tid == 0) {
-            mbar_arrive_expect_tx(&sm.v_full[stage], C::V_BYTES);
-            wg_tma_block<C>(tm, &tm.v, t, n, C::DV, rows, k + C::K_BYTES, &sm.v_full[stage]);
+            if (C::FP8) fence_proxy_async(); // cp.async may have written this land buffer before
+            mbar_arrive_expect_tx(v_bar, C::V_BYTES);
+            wg_tma_block<C>(tm, &tm.v, t, n, C::DV, rows, v, v_bar);
         } else {
-            mbar_arrive(&sm.v_full[stage]);
+            mbar_arrive(v_bar);
         }
+        if constexpr (C::FP8) // the previous block's V, while this one lands
+            if (it > 0) wg_finish_v<C>(sm, g - 1, tid);
     }
+    if constexpr (C::FP8)
+        if (n_blocks > 0) wg_finish_v<C>(sm, pos + n_blocks - 1, tid);
 }
 
 // The CTA's tiles: tile k's Q into buffer k % QBUF once the consumers are done with its previous tile there
@@ -407,25 +469,34 @@ __device__ __forceinline__ void wg_qk(const char *sq, const char *sk, float *s) 
     wgmma_commit();
 }
 
-// Issue O += P V(block at sv): BN / 16 k-steps of one wgmma of N = DV each, one commit group.
+// Issue O += P V(block at sv): BN / PK k-steps of one wgmma of N = DV each, one commit group. V as it landed
+// (MN-major), or FP8 the transposed Vt (K-major; 64-key blocks in 64-byte rows: wgmma_desc_k64).
 template <class C>
 __device__ __forceinline__ void wg_pv(uint32_t (*pa)[4], const char *sv, float *o) {
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < C::BN / 16; kk++) wgmma_rs<typename C::T, C::DV, 1>(o, pa[kk], wgmma_desc_mn(sv, C::BN, kk), 1);
+    for (int kk = 0; kk < C::BN / C::PK; kk++)
+        if constexpr (C::FP8)
+            wgmma_rs<typename C::E, C::DV, 0>(o, pa[kk], C::BN == 64 ? wgmma_desc_k64(sv, kk) : wgmma_desc_k(sv, C::DV, kk), 1);
+        else
+            wgmma_rs<typename C::T, C::DV, 1>(o, pa[kk], wgmma_desc_mn(sv, C::BN, kk), 1);
     wgmma_commit();
 }
 
-// P (this thread's scores, after softmax) rounded to T, as the A fragments of the BN / 16 k-steps.
+// P (this thread's scores, after softmax) rounded to T (FP8: e4m3), as the A fragments of the BN / PK k-steps.
 template <class C>
 __device__ __forceinline__ void wg_pack_p(float (*s)[4], uint32_t (*pa)[4]) {
     typedef typename C::T T;
+    if constexpr (C::FP8) {
+        pack_p_e4m3<C::BN>(s, pa);
+    } else {
 #pragma unroll
-    for (int kk = 0; kk < C::BN / 16; kk++) {
-        pa[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-        pa[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-        pa[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        pa[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+        for (int kk = 0; kk < C::BN / 16; kk++) {
+            pa[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+            pa[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+            pa[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            pa[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+        }
     }
 }
 
@@ -445,7 +516,7 @@ __device__ __forceinline__ void wg_acquire(uint64_t *full, int parity) {
 template <class C>
 struct wg_regs {
     float s[1][C::BN / 8][4];
-    uint32_t pa[C::BN / 16][4];
+    uint32_t pa[C::BN / C::PK][4];
     float o[1][C::DV / 8][4];
     row_scores rs[2];
     row_softmax st[2];
@@ -536,7 +607,7 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
     wg_softmax<C, MASK, PLAIN>(sc, t.n_hi - 1 - it, w, rescale);
     wg_wait_after_softmax(w.st);
     wgmma_hold<C::DV / 2>(&w.o[0][0][0]);
-    wgmma_hold<C::BN / 4>(&w.pa[0][0]); // P stays live until the PV reading it is done
+    wgmma_hold<C::PA>(&w.pa[0][0]); // P stays live until the PV reading it is done
     wg_release(&sm.v_empty[prev]);
     if (!C::LAZY || __any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) // rare with the lazy max
 #pragma unroll
@@ -562,7 +633,7 @@ __device__ __forceinline__ void wg_last(const wg_smem &sm, uint64_t *q_empty, bo
     wg_pv<C>(w.pa, sm.stages + last * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0]);
     wgmma_wait<0>();
     wgmma_hold<C::DV / 2>(&w.o[0][0][0]);
-    wgmma_hold<C::BN / 4>(&w.pa[0][0]);
+    wgmma_hold<C::PA>(&w.pa[0][0]);
     wg_release(&sm.v_empty[last]);
 }
 
@@ -642,13 +713,19 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
     }
 #pragma unroll
     for (int f = 0; f < C::DV / 8; f++) w.o[0][f][0] = w.o[0][f][1] = w.o[0][f][2] = w.o[0][f][3] = 0.0f;
+    float out_scale = 1.0f; // FP8: scores of the stored values times q_descale k_descale; O times v_descale
+    if constexpr (C::FP8) {
+        if (p.q_descale) sc.mul *= p.q_descale[t.b * p.q_descale_sb + t.hk * p.q_descale_sh];
+        if (p.k_descale) sc.mul *= p.k_descale[t.b * p.k_descale_sb + t.hk * p.k_descale_sh];
+        if (p.v_descale) out_scale = p.v_descale[t.b * p.v_descale_sb + t.hk * p.v_descale_sh];
+    }
 
     if (t.n_hi > t.n_lo) {
         int b = k % C::QBUF;
         char *q = sm.q + b * C::Q_BYTES;
         const char *sq = q + g * 64 * 128;
         mbar_wait(&sm.q_full[b], uses & 1);
-        if (p.rotary_cos) {
+        if (!C::FP8 && p.rotary_cos) { // (FP8 q: no rotary, fwd.cu)
             wg_rotate_q<C>(p, t, q, g);
             fence_proxy_async();
             named_bar_sync(2 + g, 128);
@@ -658,10 +735,10 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
         else
             wg_blocks<C, false>(sc, t, sm, tm, sq, &sm.q_empty[b], pos, w);
     }
-    if (t.n_hi > t.n_lo && wg_o_by_tma(tm))
+    if (!C::FP8 && t.n_hi > t.n_lo && wg_o_by_tma(tm))
         wg_store_tma<C>(p, t, tm, w, sm.q + k % C::QBUF * C::Q_BYTES, &sm.q_empty[k % C::QBUF], g);
     else
-        store_rows<C>(p, t, ws, w.o, w.st);
+        store_rows<C>(p, t, ws, w.o, w.st, out_scale);
 }
 
 template <class C, bool P>
@@ -697,6 +774,8 @@ __global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_c
             mbar_init(&sm.k_empty[i], 4 * C::CONSUMERS); // one arrival per consumer warp
             mbar_init(&sm.v_empty[i], 4 * C::CONSUMERS);
         }
+        if (C::FP8)
+            for (int i = 0; i < 2; i++) mbar_init(&sm.v_land[i], 128);
         mbar_fence_init();
     }
     __syncthreads();
