@@ -110,8 +110,9 @@
  * e * k_descale[b][h] (v_descale for v): scores use those dequantised keys, P·V those values. An append
  * stores fp8(k_new / k_descale[b][h]) (after rotary), rounded to nearest even and saturated at the
  * format's largest finite value (448 for e4m3, 57344 for e5m2; NaN stays NaN).
- * FP8 attention (the CPU only, so far): q, k and v all of one fp8 format, out bf16 or fp16, q_descale
- * (b, h_k) for the query heads of each KV head; no append. Scores use the dequantised q and k; as in
+ * FP8 attention: q, k and v all of one fp8 format, out bf16 or fp16, q_descale (b, h_k) for the query
+ * heads of each KV head; no append (CUDA: e4m3, d and d_v multiples of 16, no rotary; other inputs return
+ * FC_ERR_UNSUPPORTED naming the argument). Scores use the dequantised q and k; as in
  * FlashAttention-3, P is quantised to e4m3 for the P·V product (each p = exp(x - running max), in
  * [0, 1], rounded to e4m3; the softmax denominator sums the unquantised p).
  * Head dims d and d_v: each a multiple of 8 from 8 to 256 (CUDA has kernels for 64, 96, 128, 192, 256

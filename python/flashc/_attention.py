@@ -141,7 +141,7 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     Differences from flash_attn: dropout_p must be 0 (ValueError otherwise); deterministic is ignored
     (the forward is deterministic); no autograd; softmax_scale=0 raises (pass None for 1/sqrt(d)).
     Extras: sinks (h,) float32 sink logits; num_splits (0 = chosen by flashc, at most 128) splits the
-    key range; out= writes into the caller's array; FP8 (CPU so far): q, k, v float8_e4m3fn (or e5m2) with
+    key range; out= writes into the caller's array; FP8: q, k, v float8_e4m3fn (or e5m2 on the CPU) with
     q_descale / k_descale / v_descale float32 (b, h_k) or one value, out bfloat16 (flashc.h, "FP8"). Inputs the C API cannot read as they are (last dim not contiguous, byte-swapped, not
     aligned) are copied. Scalars that a C int or a float32 cannot hold raise FlashcError naming them.
     """
