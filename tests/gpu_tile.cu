@@ -362,7 +362,7 @@ __global__ void k_pv8(const float *P, const unsigned char *V, float *D) {
     int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     for (int i = tid; i < BN * N; i += 128) sv[sw128_offset(i / N, i % N / 16, BN) + i % 16] = (char)V[i];
     __syncthreads();
-    transpose_v_e4m3<BN, N>(sv, svt, tid, 128);
+    transpose_v_e4m3<BN, N>(sv, svt, tid);
     fence_proxy_async();
     __syncthreads();
     int r = 16 * warp + lane / 4, c = 2 * (lane % 4);

@@ -295,7 +295,7 @@ __device__ __forceinline__ void wg_finish_v(const wg_smem &sm, int g, int tid) {
     char *vt = sm.stages + stage * C::STAGE_BYTES + C::K_BYTES;
     mbar_wait(&sm.v_land[g % 2], (g / 2) & 1);
     if (g >= C::STAGES) mbar_wait(&sm.v_empty[stage], (g / C::STAGES - 1) & 1);
-    transpose_v_e4m3<C::BN, C::DV>(sm.land + g % 2 * C::V_BYTES, vt, tid, 128);
+    transpose_v_e4m3<C::BN, C::DV>(sm.land + g % 2 * C::V_BYTES, vt, tid);
     fence_proxy_async(); // the transposed Vt (generic proxy) before wgmma's reads; the land reads before TMA's writes
     named_bar_sync(1, 128);
     mbar_arrive(&sm.v_full[stage]);

@@ -43,27 +43,49 @@ __device__ __forceinline__ uint64_t wgmma_desc_k64(const char *tile, int kk) { r
 // V (BN keys x DV features, e4m3, as a TMA box lands: byte f of key k at sw128_offset(k, f / 16, BN) + f % 16)
 // into Vt (DV rows of BN keys, K-major: key position p of feature f at sw128_offset(f, p / 16, DV) + p % 16
 // for wgmma_desc_k; BN 64: sw64_offset(f, p / 16) + p % 16 for wgmma_desc_k64), a step's keys in P's fragment
-// order. `threads` threads, this one `t`, each 4 keys x 4 features at a time: four 4-byte reads, a byte
-// transpose, four 4-byte writes.
+// order; by 128 threads, this one t. Each takes 4 keys x 4 features at a time (four 4-byte reads, a byte
+// transpose, four 4-byte writes): the same 4 keys (key quad lq) in every round and features f0 + FSTEP r.
+// Lanes: lq % 4 = lane % 4, lq / 4 % 2 = lane / 16, feature quad lane / 4 % 4 (a warp's reads and writes each
+// on 16 banks, two lanes a bank); the rest of lq and f0 from the warp. So a write's swizzle is the same in
+// every round (rows f0 + j + FSTEP r, FSTEP a multiple of 8 rows) and a read's is an XOR with a constant:
+// one instruction per address. (The generic index math, ~90 instructions a round on the producer's warps,
+// held the FP8 prefill at 0.7x of bf16: PERF.md step 60.)
 template <int BN, int DV>
-__device__ __forceinline__ void transpose_v_e4m3(const char *v, char *vt, int t, int threads) {
-    static_assert((BN == 64 || BN % 128 == 0) && DV % 16 == 0, "Vt rows: 64 bytes (64-byte swizzle) or whole 128-byte atoms");
-    for (int i = t; i < (BN / 4) * (DV / 4); i += threads) {
-        int lq = i % (BN / 4), f = 4 * (i / (BN / 4)); // logical key quad (positions 4 lq ..), first feature
-        int w = lq % 8, k0 = 32 * (lq / 8) + 16 * (w / 4) + 2 * (w % 4);
-        uint32_t r[4];
-        const int keys[4] = {k0, k0 + 1, k0 + 8, k0 + 9};
+__device__ __forceinline__ void transpose_v_e4m3(const char *v, char *vt, int t) {
+    static_assert((BN == 64 || BN == 128) && DV % 64 == 0, "Vt rows: 64 bytes (64-byte swizzle) or one 128-byte atom");
+    constexpr int WQ = BN / 32;                   // warps sharing a feature range (key quads 8 per lane pattern)
+    constexpr int ROUNDS = (BN / 4) * (DV / 4) / 128, FSTEP = 64 / WQ, CS = FSTEP / 16; // CS: chunks a round
+    int lane = t % 32, warp = t / 32;
+    int lq = (lane & 3) | (lane >> 4 & 1) << 2 | warp % WQ << 3;     // logical key quad: positions 4 lq .. + 3
+    int fq = lane >> 2 & 3, f0 = 4 * fq + 16 * (warp / WQ);           // first feature (round 0)
+    int w = lq % 8, k0 = 32 * (lq / 8) + 16 * (w / 4) + 2 * (w % 4);  // its keys: k0, + 1, + 8, + 9
+    const int keys[4] = {k0, k0 + 1, k0 + 8, k0 + 9};
+    // read j of round r: chunk c = f0 / 16 + CS r (c / 8: the atom, after BN rows of 128 bytes), swizzled by key % 8
+    const char *rd[4];
+    uint32_t rx[4];
 #pragma unroll
-        for (int j = 0; j < 4; j++) r[j] = *(const uint32_t *)(v + sw128_offset(keys[j], f / 16, BN) + f % 16);
-        uint32_t t0 = __byte_perm(r[0], r[1], 0x5140), t1 = __byte_perm(r[2], r[3], 0x5140); // features 0, 1
-        uint32_t t2 = __byte_perm(r[0], r[1], 0x7362), t3 = __byte_perm(r[2], r[3], 0x7362); // features 2, 3
-        uint32_t out[4] = {__byte_perm(t0, t1, 0x5410), __byte_perm(t0, t1, 0x7632), __byte_perm(t2, t3, 0x5410),
-                           __byte_perm(t2, t3, 0x7632)};
-        int p = 4 * lq;
+    for (int j = 0; j < 4; j++) {
+        rd[j] = v + keys[j] * 128 + 4 * fq;
+        rx[j] = 16u * (uint32_t)((f0 / 16) ^ (keys[j] & 7));
+    }
+    // write j of round r: row f0 + j + FSTEP r, the chunk of positions 4 lq .. (swizzled by the row, the same in every round)
+    char *wr[4];
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            uint32_t at = BN == 64 ? sw64_offset(f + j, p / 16) : sw128_offset(f + j, p / 16, DV);
-            *(uint32_t *)(vt + at + p % 16) = out[j];
-        }
+    for (int j = 0; j < 4; j++) {
+        int row = f0 + j, c = lq / 4;
+        wr[j] = vt + (BN == 64 ? row * 64 + ((c ^ (row >> 1)) & 3) * 16 : row * 128 + ((c ^ row) & 7) * 16) + 4 * (lq % 4);
+    }
+#pragma unroll
+    for (int r = 0; r < ROUNDS; r++) {
+        uint32_t x[4];
+        const uint32_t atom = (uint32_t)(CS * r / 8) * BN * 128, cx = 16u * (uint32_t)(CS * r % 8);
+#pragma unroll
+        for (int j = 0; j < 4; j++) x[j] = *(const uint32_t *)(rd[j] + atom + (rx[j] ^ cx));
+        uint32_t t0 = __byte_perm(x[0], x[1], 0x5140), t1 = __byte_perm(x[2], x[3], 0x5140); // features 0, 1
+        uint32_t t2 = __byte_perm(x[0], x[1], 0x7362), t3 = __byte_perm(x[2], x[3], 0x7362); // features 2, 3
+        const uint32_t out[4] = {__byte_perm(t0, t1, 0x5410), __byte_perm(t0, t1, 0x7632), __byte_perm(t2, t3, 0x5410),
+                                 __byte_perm(t2, t3, 0x7632)};
+#pragma unroll
+        for (int j = 0; j < 4; j++) *(uint32_t *)(wr[j] + FSTEP * r * (BN == 64 ? 64 : 128)) = out[j];
     }
 }
