@@ -41,7 +41,7 @@ static double g_t_build, g_t_gpu, g_t_cpu, g_t_ref, g_t_check;
 /* Cases per feature, to show what a run covered. */
 static int g_cov_fp16, g_cov_dv, g_cov_gqa, g_cov_mqa, g_cov_empty, g_cov_one, g_cov_long, g_cov_paged,
     g_cov_varlen_q, g_cov_varlen_k, g_cov_append, g_cov_rotary, g_cov_causal, g_cov_window, g_cov_softcap,
-    g_cov_alibi, g_cov_sinks, g_cov_padded, g_cov_packed, g_cov_split_auto, g_cov_split_many, g_cov_nan, g_cov_fp8;
+    g_cov_alibi, g_cov_sinks, g_cov_padded, g_cov_packed, g_cov_split_auto, g_cov_split_many, g_cov_nan, g_cov_fp8, g_cov_fp8q;
 
 static void cover(const cfg *c) {
     g_cov_fp16 += c->dt == FC_FP16;
@@ -66,16 +66,17 @@ static void cover(const cfg *c) {
     g_cov_split_auto += c->splits[0] == 0 || (c->nsplits > 1 && c->splits[1] == 0);
     g_cov_split_many += c->splits[0] > 1 || (c->nsplits > 1 && c->splits[1] > 1);
     g_cov_nan += c->nan_unused;
-    g_cov_fp8 += c->fp8 > 0;
+    g_cov_fp8 += c->fp8 > 0 && !c->fp8_q;
+    g_cov_fp8q += c->fp8_q;
 }
 
 static void print_coverage(void) {
     printf("covered (cases): fp16 %d, d!=d_v %d, GQA %d, MQA %d, s_q or s_k 0: %d, 1: %d, >300: %d, paged %d, "
            "varlen q %d, varlen kv %d, append %d, rotary %d, causal %d, window %d, softcap %d, alibi %d, sinks %d, "
-           "padded %d, packed %d, splits auto %d, splits >1 %d, NaN unused rows %d, fp8 cache %d\n",
+           "padded %d, packed %d, splits auto %d, splits >1 %d, NaN unused rows %d, fp8 cache %d, fp8 attention %d\n",
            g_cov_fp16, g_cov_dv, g_cov_gqa, g_cov_mqa, g_cov_empty, g_cov_one, g_cov_long, g_cov_paged, g_cov_varlen_q,
            g_cov_varlen_k, g_cov_append, g_cov_rotary, g_cov_causal, g_cov_window, g_cov_softcap, g_cov_alibi,
-           g_cov_sinks, g_cov_padded, g_cov_packed, g_cov_split_auto, g_cov_split_many, g_cov_nan, g_cov_fp8);
+           g_cov_sinks, g_cov_padded, g_cov_packed, g_cov_split_auto, g_cov_split_many, g_cov_nan, g_cov_fp8, g_cov_fp8q);
 }
 
 /* Compute-sanitizer runs take the small cases only (as gpu_attn's quick sweep). */

@@ -158,11 +158,20 @@ static inline void rc_fit(cfg *c) {
     }
 }
 
-/* fp8 caches, drawn last (the other axes of a seed stay as they were): on decode-shaped cases with whole
- * 16-byte chunks of fp8 per row, the ones the CUDA decode kernel runs (s_q x h_q / h_k <= 16 packed rows). */
+/* fp8, drawn last (the other axes of a seed stay as they were), on cases with whole 16-byte chunks of fp8 per
+ * row: decode shapes (s_q x h_q / h_k <= 16 packed rows) get fp8 caches (e4m3 or e5m2, as the CUDA decode kernel
+ * runs them), the others FP8 attention (q, k, v e4m3: the CUDA prefill on e4m3 tiles) where nothing is appended
+ * or rotated. */
 static inline void rc_fp8(cfg *c, uint64_t *r) {
     int decode = (int64_t)c->s_q * (c->h_q / c->h_k) <= 16;
-    if (!decode || c->d % 16 || c->d_v % 16 || c->layout == LAYOUT_PACKED || !rc_chance(r, 30)) return;
+    if (c->d % 16 || c->d_v % 16 || c->layout == LAYOUT_PACKED) return;
+    if (!decode) {
+        if (c->s_new || c->rot_dim || !rc_chance(r, 20)) return;
+        c->fp8 = 1, c->fp8_q = 1;
+        c->descale = tu_randint(r, 0, 2);
+        return;
+    }
+    if (!rc_chance(r, 30)) return;
     c->fp8 = rc_chance(r, 50) ? 1 : 2;
     c->descale = tu_randint(r, 0, 2);
 }
