@@ -1,9 +1,19 @@
-// copy.cuh — asynchronous global→shared copies (cp.async, 16 bytes, zero-fill) and their fences.
+// copy.cuh — asynchronous global→shared copies (cp.async, 16 bytes, zero-fill) and their fences; 4-byte shared loads/stores.
 #pragma once
 #include <stdint.h>
 
 // Shared-memory address as the 32-bit value PTX wants.
 __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+// 4 bytes from / to shared memory at a 32-bit address (one register an address, where a pointer takes two).
+__device__ __forceinline__ uint32_t lds_u32(uint32_t a) {
+    uint32_t x;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(x) : "r"(a) : "memory");
+    return x;
+}
+__device__ __forceinline__ void sts_u32(uint32_t a, uint32_t x) {
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(x) : "memory");
+}
 
 // Copy 16 bytes from global src to shared dst; when !valid, write 16 zero bytes and read nothing.
 // Bypasses L1 (.cg): K/V tiles are streamed once per CTA.

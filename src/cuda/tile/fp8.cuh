@@ -60,32 +60,31 @@ __device__ __forceinline__ void transpose_v_e4m3(const char *v, char *vt, int t)
     int fq = lane >> 2 & 3, f0 = 4 * fq + 16 * (warp / WQ);           // first feature (round 0)
     int w = lq % 8, k0 = 32 * (lq / 8) + 16 * (w / 4) + 2 * (w % 4);  // its keys: k0, + 1, + 8, + 9
     const int keys[4] = {k0, k0 + 1, k0 + 8, k0 + 9};
-    // read j of round r: chunk c = f0 / 16 + CS r (c / 8: the atom, after BN rows of 128 bytes), swizzled by key % 8
-    const char *rd[4];
-    uint32_t rx[4];
+    // read j of round r: chunk c = f0 / 16 + CS r (c / 8: the atom, after BN rows of 128 bytes), swizzled by
+    // key % 8 into address bits 4-6, which the row's base leaves zero (the tile 1024-byte aligned): so the
+    // swizzle of round r is an XOR of the base with 16 (CS r % 8)
+    uint32_t rd[4], wr[4];
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
-        rd[j] = v + keys[j] * 128 + 4 * fq;
-        rx[j] = 16u * (uint32_t)((f0 / 16) ^ (keys[j] & 7));
-    }
+    for (int j = 0; j < 4; j++)
+        rd[j] = (smem_u32(v) + keys[j] * 128 + 4 * fq) | 16u * (uint32_t)((f0 / 16) ^ (keys[j] & 7));
     // write j of round r: row f0 + j + FSTEP r, the chunk of positions 4 lq .. (swizzled by the row, the same in every round)
-    char *wr[4];
 #pragma unroll
     for (int j = 0; j < 4; j++) {
         int row = f0 + j, c = lq / 4;
-        wr[j] = vt + (BN == 64 ? row * 64 + ((c ^ (row >> 1)) & 3) * 16 : row * 128 + ((c ^ row) & 7) * 16) + 4 * (lq % 4);
+        wr[j] = smem_u32(vt) + (BN == 64 ? row * 64 + ((c ^ (row >> 1)) & 3) * 16 : row * 128 + ((c ^ row) & 7) * 16) +
+                4 * (lq % 4);
     }
 #pragma unroll
     for (int r = 0; r < ROUNDS; r++) {
         uint32_t x[4];
         const uint32_t atom = (uint32_t)(CS * r / 8) * BN * 128, cx = 16u * (uint32_t)(CS * r % 8);
 #pragma unroll
-        for (int j = 0; j < 4; j++) x[j] = *(const uint32_t *)(rd[j] + atom + (rx[j] ^ cx));
+        for (int j = 0; j < 4; j++) x[j] = lds_u32((rd[j] ^ cx) + atom);
         uint32_t t0 = __byte_perm(x[0], x[1], 0x5140), t1 = __byte_perm(x[2], x[3], 0x5140); // features 0, 1
         uint32_t t2 = __byte_perm(x[0], x[1], 0x7362), t3 = __byte_perm(x[2], x[3], 0x7362); // features 2, 3
         const uint32_t out[4] = {__byte_perm(t0, t1, 0x5410), __byte_perm(t0, t1, 0x7632), __byte_perm(t2, t3, 0x5410),
                                  __byte_perm(t2, t3, 0x7632)};
 #pragma unroll
-        for (int j = 0; j < 4; j++) *(uint32_t *)(wr[j] + FSTEP * r * (BN == 64 ? 64 : 128)) = out[j];
+        for (int j = 0; j < 4; j++) sts_u32(wr[j] + FSTEP * r * (BN == 64 ? 64 : 128), out[j]);
     }
 }
