@@ -271,6 +271,11 @@ def run_prefill(name, p, args, l2, gen):
     for key in ("flashc", "cudnn", "flash"):
         ms = row[key]["ms"]
         row[key]["tflops"] = flops / (ms * 1e-3) / 1e12 if ms else None
+    if args.fp8 and row["flashc"]["ms"]:  # flashc's own bf16 in the same process: the FP8 target is a ratio to it
+        bf16 = [lambda t=t: flashc.flash_attn_func(t[0], t[1], t[2], causal=causal) for t in sets]
+        ms, _ = time_pass(bf16, args.samples, args.warmup, not args.eager)
+        row["flashc_bf16_tflops"] = flops / (ms * 1e-3) / 1e12
+        row["note"] += "; flashc bf16 %.0f TF/s, e4m3 %.2fx" % (row["flashc_bf16_tflops"], ms / row["flashc"]["ms"])
     return row
 
 
