@@ -17,6 +17,8 @@
 // else by cp.async (wg_load_q). The epilogue normalises O and, for dense queries in one split, stores it
 // through the tile's Q buffer by TMA (wg_store_tma); otherwise from registers (fwd_kernel's store_rows).
 // Shared tiles use wgmma's 128-byte swizzle (tile/wgmma.cuh).
+// FP8 attention (wg_cfg's E = e4m3): the same kernel on 8-bit tiles; the 8-bit wgmma takes V K-major only, so V
+// lands in a buffer of its own and the producer transposes it into the stage (wg_finish_v, tile/fp8.cuh).
 #pragma once
 #include "fwd_kernel.cuh"
 
