@@ -147,6 +147,14 @@ __device__ __forceinline__ bool fwd_tile_of(const fc_problem &p, int splits, fwd
     return fwd_tile_range<BM, BN, KW>(p, splits, t);
 }
 
+// fp8 inputs (an fp8 cache, or FP8 attention): the descales of tile t's (sequence, KV head). q's and k's fold
+// into the scores' multiplier; v's is returned, store_rows' out_scale (P·V ran on the values as stored).
+__device__ __forceinline__ float apply_descales(const fc_problem &p, const fwd_tile &t, score_consts &sc) {
+    if (p.q_descale) sc.mul *= p.q_descale[t.b * p.q_descale_sb + t.hk * p.q_descale_sh];
+    if (p.k_descale) sc.mul *= p.k_descale[t.b * p.k_descale_sb + t.hk * p.k_descale_sh];
+    return p.v_descale ? p.v_descale[t.b * p.v_descale_sb + t.hk * p.v_descale_sh] : 1.0f;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Loads (global -> shared, cp.async, zero-filled outside the sequence).
 
@@ -644,11 +652,8 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         return;
     }
     score_consts sc = score_consts_of(p, t.s.s_q, t.s.s_k);
-    float out_scale = 1.0f; // fp8 caches: k_descale scales the scores, v_descale the output
-    if constexpr (C::FP8) {
-        if (p.k_descale) sc.mul *= p.k_descale[t.b * p.k_descale_sb + t.hk * p.k_descale_sh];
-        if (p.v_descale) out_scale = p.v_descale[t.b * p.v_descale_sb + t.hk * p.v_descale_sh];
-    }
+    float out_scale = 1.0f;
+    if constexpr (C::FP8) out_scale = apply_descales(p, t, sc); // an fp8 cache (q_descale: none)
 
     // This thread's rows: query row, ALiBi slope, sink.
     row_scores rs[C::ROWS];

@@ -715,12 +715,8 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
     }
 #pragma unroll
     for (int f = 0; f < C::DV / 8; f++) w.o[0][f][0] = w.o[0][f][1] = w.o[0][f][2] = w.o[0][f][3] = 0.0f;
-    float out_scale = 1.0f; // FP8: scores of the stored values times q_descale k_descale; O times v_descale
-    if constexpr (C::FP8) {
-        if (p.q_descale) sc.mul *= p.q_descale[t.b * p.q_descale_sb + t.hk * p.q_descale_sh];
-        if (p.k_descale) sc.mul *= p.k_descale[t.b * p.k_descale_sb + t.hk * p.k_descale_sh];
-        if (p.v_descale) out_scale = p.v_descale[t.b * p.v_descale_sb + t.hk * p.v_descale_sh];
-    }
+    float out_scale = 1.0f;
+    if constexpr (C::FP8) out_scale = apply_descales(p, t, sc);
 
     if (t.n_hi > t.n_lo) {
         int b = k % C::QBUF;
