@@ -197,7 +197,7 @@ static void check_rows(const char *name, fc_attn_args *a, const void *gpu_out, c
     double *ref = host_alloc(n * D * 8), *low = host_alloc(n * D * 8), *lse = host_alloc(n * 8),
            *lse_low = host_alloc(n * 8);
     int step = row_step(rows, (int)h_q, keys);
-    if (tu_check(ref64_pair(a, step, ref, lse, low, lse_low) == 0, "%s: ref64 cannot read this case", name)) {
+    if (tu_check(ref64_pair(a, step, ref, lse, low, lse_low, NULL) == 0, "%s: ref64 cannot read this case", name)) {
         cmp m;
         memset(&m, 0, sizeof m);
         for (int64_t bb = 0; bb < b; bb++)

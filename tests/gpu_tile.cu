@@ -7,6 +7,7 @@
 #include <cudaTypedefs.h>
 
 #include "cuda/tile/tile.cuh"
+#include "testutil.h" /* FP8_MMA_REL_ERR */
 
 static int n_pass, n_fail;
 
@@ -188,7 +189,8 @@ static void test_mma(const char *name, T (*from_float)(float), float (*to_float)
 // passes when every difference is under 1e-3 + rel sum_k |a(m, k) b(k, n)| (a NaN left by an unwritten element
 // fails). rel 0 for bf16 / fp16; the FP8 MMA adds its products at reduced precision (measured on the H100:
 // errors up to 2^-13 of sum |a b|, as DeepSeek-V3's report says of Hopper's FP8 GEMM, ~14 bits), so its
-// tests pass rel = 2^-11: a fragment in the wrong place is off by the size of the result, 100 times that.
+// tests pass rel = FP8_MMA_REL_ERR (2^-11): a fragment in the wrong place is off by the size of the result,
+// 100 times that.
 template <class FA, class FB>
 static void check_product(const char *name, const float *D, int N, FA a, FB b, int K = 128, double rel = 0) {
     double err = 0, worst = 0; // worst: the largest err / (1e-3 + rel sum |a b|)
@@ -347,7 +349,7 @@ static void test_wgmma8(const char *name) {
     for (int i = 0; i < 128 * N; i++) hB[i] = e4m3_of(4.0f * frand(&s));
     run_gemm_kernel(k_wgmma8<N, MODE>, 64 * 128 + N * 128, hA, 64 * 128, hB, 128 * N, D, 64 * N);
     check_product(name, D, N, [&](int m, int k) { return e4m3_to_float(hA[m * 128 + k]); },
-                  [&](int k, int n) { return e4m3_to_float(hB[n * 128 + k]); }, 128, 1.0 / 2048);
+                  [&](int k, int n) { return e4m3_to_float(hB[n * 128 + k]); }, 128, FP8_MMA_REL_ERR);
 }
 
 // P·V in FP8 as the prefill runs it: P (64 rows x 128 keys, in S's accumulator layout) rounded to e4m3 by
@@ -392,7 +394,7 @@ static void test_pv8(const char *name) {
     for (int i = 0; i < BN * N; i++) hV[i] = e4m3_of(8.0f * frand(&s));
     run_gemm_kernel(k_pv8<N, BN>, BN * (N < 128 ? 128 : N) + BN * N, hP, 64 * BN, hV, BN * N, D, 64 * N);
     check_product(name, D, N, [&](int m, int k) { return e4m3_to_float(e4m3_of(hP[m * BN + k])); },
-                  [&](int k, int n) { return e4m3_to_float(hV[k * N + n]); }, BN, 1.0 / 2048);
+                  [&](int k, int n) { return e4m3_to_float(hV[k * N + n]); }, BN, FP8_MMA_REL_ERR);
 }
 
 // pack2: two floats rounded to nearest into one 32-bit pair (low half first).

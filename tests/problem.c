@@ -547,7 +547,9 @@ refs refs_new(const prob *P, int row_step) {
     int64_t rows = P->total_q, n = rows * P->c.h_q * P->c.d_v;
     size_t nb = (size_t)(n > 0 ? n : 1) * sizeof(double);
     size_t lb = (size_t)(rows > 0 ? rows : 1) * P->c.h_q * sizeof(double);
-    refs R = {malloc(nb), malloc(nb), malloc(lb), malloc(lb), row_step};
+    size_t sb = (size_t)(rows > 0 ? rows : 1) * P->c.h_q * (P->c.d_v + 1) * sizeof(double);
+    refs R = {malloc(nb), malloc(nb), malloc(lb), malloc(lb), calloc(1, sb), 0, 0, rows * P->c.h_q, row_step,
+              P->c.d_v};
     return R;
 }
 
@@ -556,10 +558,23 @@ void refs_free(refs *R) {
     free(R->low);
     free(R->lse);
     free(R->lse_low);
+    free(R->slack);
 }
 
 int refs_run(const fc_attn_args *a, refs *R) {
-    return ref64_pair(a, R->row_step, R->out, R->lse, R->low, R->lse_low);
+    int rc = ref64_pair(a, R->row_step, R->out, R->lse, R->low, R->lse_low, R->slack);
+    R->slack_max = R->lse_slack_max = 0;
+    for (int64_t i = 0; rc == 0 && i < R->slack_n; i++) { /* unsampled rows hold 0 */
+        const double *s = R->slack + i * (R->d_v + 1);
+        for (int e = 0; e < R->d_v; e++) R->slack_max = fmax(R->slack_max, s[e]);
+        R->lse_slack_max = fmax(R->lse_slack_max, s[R->d_v]);
+    }
+    return rc;
+}
+
+double refs_slack(const refs *R, int sampled, int64_t row, int h, int h_q, int d_v, int e) {
+    if (!sampled) return e < d_v ? R->slack_max : R->lse_slack_max;
+    return R->slack[(row * h_q + h) * (d_v + 1) + e];
 }
 
 double refs_err_low(const prob *P, const refs *R) {

@@ -279,9 +279,41 @@ static void key_range(const ref_ctx *c, const ref_seq *s, int64_t r, int64_t *lo
     if (c->wr >= 0 && pos + c->wr + 1 < *hi) *hi = pos + c->wr + 1;
 }
 
-/* One query row of one head: writes d_v outputs and its lse. */
+/* sum |q_i k_i|: the scale of the FP8 MMA's accumulation error in q.k. */
+static double dot_abs(const double *q, const float *kc, const double *kn, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += fabs(q[i] * (kc ? (double)kc[i] : kn[i]));
+    return s;
+}
+
+/* FP8 attention's slack: the FP8 MMA sums q.k at reduced precision (each score off by up to
+ * FP8_MMA_REL_ERR sum |q_i k_i| times the scale; the softcap's tanh only shrinks it). To first order a
+ * score error e_j moves out by sum_j p_j e_j (v_j - out) and lse by sum_j p_j e_j (p exact, sinks'
+ * without error), so with |e_j| <= dl[j] those sums of |.| bound them; 1.25 covers exp's higher terms
+ * (e^x - 1 <= 1.25 x for x <= 0.4). Writes d_v bounds on out, then the bound on lse, to slack. */
+static void fp8_slack(const ref_ctx *c, int64_t lo, int64_t hi, const kv_rows *kv, const double *sc,
+                      const double *dl, double lse, double *slack) {
+    double *ex = slack; /* first the exact out, in place */
+    double ls = 0;
+    for (int i = 0; i < c->d_v; i++) ex[i] = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < c->d_v; i++) {
+            double acc = 0, o = pass ? ex[i] : 0;
+            for (int64_t j = lo; j < hi; j++) {
+                double v = j < kv->s_cache ? kv->vc[j * c->d_v + i] : kv->vn[(j - kv->s_cache) * c->d_v + i];
+                double p = exp(sc[j] - lse);
+                acc += pass ? p * dl[j] * fabs(v - o) : p * v;
+            }
+            ex[i] = pass ? 1.25 * acc : acc;
+        }
+    for (int64_t j = lo; j < hi; j++) ls += exp(sc[j] - lse) * dl[j];
+    slack[c->d_v] = 1.25 * ls;
+}
+
+/* One query row of one head: writes d_v outputs and its lse (and with FP8 attention in lowp, where
+ * slack is given, fp8_slack's bounds; dl: scratch of max_keys). */
 static void attend_row(const ref_ctx *c, int b, int h, const ref_seq *s, int64_t r, const kv_rows *kv,
-                       double *qv, double *sc, double *o, double *lse) {
+                       double *qv, double *sc, double *dl, double *o, double *lse, double *slack) {
     const fc_attn_args *a = c->a;
     const fc_tensor *q = &a->q;
     int64_t qo = a->cu_seqlens_q.data ? (s->q_row0 + r) * q->stride[0] + h * q->stride[1]
@@ -307,6 +339,10 @@ static void attend_row(const ref_ctx *c, int b, int h, const ref_seq *s, int64_t
                                          : dot32_d(qv, kv->kn + (j - kv->s_cache) * c->d, c->d);
         else x = j < kv->s_cache ? dot_f(qv, kv->kc + j * c->d, c->d)
                                  : dot_d(qv, kv->kn + (j - kv->s_cache) * c->d, c->d);
+        if (fp8_p && slack) {
+            const float *kc = j < kv->s_cache ? kv->kc + j * c->d : NULL;
+            dl[j] = FP8_MMA_REL_ERR * c->scale * dot_abs(qv, kc, kc ? NULL : kv->kn + (j - kv->s_cache) * c->d, c->d);
+        }
         x *= c->scale;
         if (c->softcap > 0) x = c->softcap * tanh(x / c->softcap);
         x -= slope * fabs((double)(r + off - j));
@@ -314,6 +350,7 @@ static void attend_row(const ref_ctx *c, int b, int h, const ref_seq *s, int64_t
         if (x > mx) mx = x;
     }
     for (int i = 0; i < c->d_v; i++) o[i] = 0;
+    for (int i = 0; slack && i <= c->d_v; i++) slack[i] = 0;
     if (mx == -INFINITY) { /* no visible key and no (finite) sink */
         *lse = -INFINITY;
         return;
@@ -321,6 +358,7 @@ static void attend_row(const ref_ctx *c, int b, int h, const ref_seq *s, int64_t
     double sum = has_sink ? exp(sink - mx) : 0;
     for (int64_t j = lo; j < hi; j++) sum += exp(sc[j] - mx);
     *lse = mx + log(sum);
+    if (fp8_p && slack) fp8_slack(c, lo, hi, kv, sc, dl, *lse, slack);
     for (int64_t j = lo; j < hi; j++) {
         double p = exp(sc[j] - *lse);
         if (fp8_p) p = tu_round(FC_E4M3, exp(sc[j] - mx)) / sum; /* as the kernels: p relative to the max */
@@ -337,7 +375,7 @@ static void attend_row(const ref_ctx *c, int b, int h, const ref_seq *s, int64_t
         for (int i = 0; i < c->d_v; i++) o[i] = tu_round(a->out.dtype, o[i]);
 }
 
-int ref64_attn(const fc_attn_args *a, int row_step, int lowp, double *out, double *lse) {
+static int attend_all(const fc_attn_args *a, int row_step, int lowp, double *out, double *lse, double *slack) {
     ref_ctx c;
     if (!a || row_step < 1 || setup(&c, a, lowp) || check_sequences(&c)) return -1;
     kv_rows kv;
@@ -348,7 +386,8 @@ int ref64_attn(const fc_attn_args *a, int row_step, int lowp, double *out, doubl
     kv.vn = malloc(nn * c.d_v * sizeof(double));
     double *qv = malloc((size_t)c.d * sizeof(double));
     double *sc = malloc((size_t)(c.max_keys > 0 ? c.max_keys : 1) * sizeof(double));
-    int ok = kv.kc && kv.vc && kv.kn && kv.vn && qv && sc;
+    double *dl = malloc((size_t)(c.max_keys > 0 ? c.max_keys : 1) * sizeof(double));
+    int ok = kv.kc && kv.vc && kv.kn && kv.vn && qv && sc && dl;
     int group = c.h_q / c.h_k;
     for (int b = 0; ok && b < c.batch; b++) {
         ref_seq s = seq_of(&c, b);
@@ -358,13 +397,17 @@ int ref64_attn(const fc_attn_args *a, int row_step, int lowp, double *out, doubl
                 for (int64_t r = 0; r < s.s_q; r++) {
                     int64_t row = s.q_row0 + r;
                     if (!ref64_sampled(row, r, s.s_q, row_step)) continue;
-                    attend_row(&c, b, h, &s, r, &kv, qv, sc, out + (row * c.h_q + h) * c.d_v,
-                               lse + row * c.h_q + h);
+                    attend_row(&c, b, h, &s, r, &kv, qv, sc, dl, out + (row * c.h_q + h) * c.d_v,
+                               lse + row * c.h_q + h, slack ? slack + (row * c.h_q + h) * (c.d_v + 1) : NULL);
                 }
         }
     }
-    free(kv.kc); free(kv.vc); free(kv.kn); free(kv.vn); free(qv); free(sc);
+    free(kv.kc); free(kv.vc); free(kv.kn); free(kv.vn); free(qv); free(sc); free(dl);
     return ok ? 0 : -1;
+}
+
+int ref64_attn(const fc_attn_args *a, int row_step, int lowp, double *out, double *lse) {
+    return attend_all(a, row_step, lowp, out, lse, NULL);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -373,17 +416,18 @@ int ref64_attn(const fc_attn_args *a, int row_step, int lowp, double *out, doubl
 typedef struct ref_job {
     const fc_attn_args *a;
     int row_step, lowp, rc;
-    double *out, *lse;
+    double *out, *lse, *slack;
 } ref_job;
 
 static void *ref_thread(void *arg) {
     ref_job *j = arg;
-    j->rc = ref64_attn(j->a, j->row_step, j->lowp, j->out, j->lse);
+    j->rc = attend_all(j->a, j->row_step, j->lowp, j->out, j->lse, j->slack);
     return NULL;
 }
 
-int ref64_pair(const fc_attn_args *a, int row_step, double *out, double *lse, double *low, double *lse_low) {
-    ref_job j[2] = {{a, row_step, 0, 0, out, lse}, {a, row_step, 1, 0, low, lse_low}};
+int ref64_pair(const fc_attn_args *a, int row_step, double *out, double *lse, double *low, double *lse_low,
+               double *slack) {
+    ref_job j[2] = {{a, row_step, 0, 0, out, lse, NULL}, {a, row_step, 1, 0, low, lse_low, slack}};
     pthread_t t;
     int threaded = pthread_create(&t, NULL, ref_thread, &j[1]) == 0;
     ref_thread(&j[0]);

@@ -273,7 +273,7 @@ static void check_case(const bench_case *c, const fc_attn_args *a, bench_result 
     int row_step = (int)(rows / 16 > 1 ? rows / 16 : 1);
     double *ref = malloc((size_t)n * sizeof *ref), *low = malloc((size_t)n * sizeof *low);
     double *lse = malloc((size_t)rows * c->h_q * sizeof *lse), *lse_low = malloc((size_t)rows * c->h_q * sizeof *lse);
-    if (ref64_pair(a, row_step, ref, lse, low, lse_low)) {
+    if (ref64_pair(a, row_step, ref, lse, low, lse_low, NULL)) {
         r->max_err = r->err_ratio = NAN;
     } else {
         double err = 0, err_low = 0;
