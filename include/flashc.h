@@ -113,8 +113,10 @@
  * FP8 attention: q, k and v all of one fp8 format, out bf16 or fp16, q_descale (b, h_k) for the query
  * heads of each KV head; no append (CUDA: e4m3, d and d_v multiples of 16, no rotary; other inputs return
  * FC_ERR_UNSUPPORTED naming the argument). Scores use the dequantised q and k; as in
- * FlashAttention-3, P is quantised to e4m3 for the P·V product (each p = exp(x - running max), in
- * [0, 1], rounded to e4m3; the softmax denominator sums the unquantised p).
+ * FlashAttention-3, P is quantised to e4m3 for the P·V product (each p = exp(x - m) rounded to e4m3, m a
+ * running max of the row; on CUDA m may lag the true running max by up to 8 in log2 units, FlashAttention-4's
+ * lazy rescale, so p <= 256, where e4m3's relative precision is the same; the softmax denominator sums the
+ * unquantised p).
  * Head dims d and d_v: each a multiple of 8 from 8 to 256 (CUDA has kernels for 64, 96, 128, 192, 256
  * and d 192 / d_v 128; other dims run on the next kernel up, the extra features zero, as
  * FlashAttention-3 does). Accumulation is fp32.

@@ -32,19 +32,20 @@
 // tokens for d 64, 128, 256; off at d 192, whose one Q buffer then goes back later (192 / 128 causal 1k -11%;
 // PERF.md step 58).
 // FP8 (Q, K and V in e4m3; issue 13): d <= 128 runs on the d 128 kernel (BN 128), d 256 on BN 64 (O is 128
-// registers, S 32); Q in half the bytes, so two buffers at d 256 too; no lazy rescale (P is quantised as
-// 2^(s - running max), in [0, 1]: flashc.h) and no O by TMA store (O in T is twice Q's buffer).
+// registers, S 32); Q in half the bytes, so two buffers at d 256 too; the lazy rescale (P up to 2^8 before it
+// is rounded to e4m3, whose relative precision is the same there: flashc.h); no O by TMA store (O in T is
+// twice Q's buffer).
 template <int D, int DV, bool FP8 = false> struct wg_shape {
     static constexpr int BN = 128, QBUF = 2;      // d 64, 128: 16 + 2 x 32 KB, 32 + 2 x 64 KB
     static constexpr bool LAZY = D >= 128, O_TMA = true;
 };
 template <> struct wg_shape<128, 128, true> {
     static constexpr int BN = 128, QBUF = 2;      // 2 x 16 KB Q + 2 x (16 + 16) KB K/Vt + 2 x 16 KB V landing
-    static constexpr bool LAZY = false, O_TMA = false;
+    static constexpr bool LAZY = true, O_TMA = false;
 };
 template <> struct wg_shape<256, 256, true> {
     static constexpr int BN = 64, QBUF = 2;       // 2 x 32 KB Q + 2 x (16 + 16) KB K/Vt + 2 x 16 KB V landing
-    static constexpr bool LAZY = false, O_TMA = false;
+    static constexpr bool LAZY = true, O_TMA = false;
 };
 template <> struct wg_shape<192, 128> {
     static constexpr int BN = 128, QBUF = 1;      // 48 KB Q + 2 x (48 + 32) KB K/V
