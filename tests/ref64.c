@@ -286,15 +286,24 @@ static double dot_abs(const double *q, const float *kc, const double *kn, int n)
     return s;
 }
 
-/* FP8 attention's slack: the FP8 MMA sums q.k at reduced precision (each score off by up to
- * FP8_MMA_REL_ERR sum |q_i k_i| times the scale; the softcap's tanh only shrinks it). To first order a
- * score error e_j moves out by sum_j p_j e_j (v_j - out) and lse by sum_j p_j e_j (p exact, sinks'
- * without error), so with |e_j| <= dl[j] those sums of |.| bound them; 1.25 covers exp's higher terms
- * (e^x - 1 <= 1.25 x for x <= 0.4). Writes d_v bounds on out, then the bound on lse, to slack. */
+/* FP8 attention's slack: bounds on what the kernel's FP8 steps may move out and lse, whichever way it
+ * tracks the row max (its lazy rescale, its blocks), with p_j = exp(s_j - lse) exact:
+ * - q.k summed by the FP8 MMA at reduced precision: each score off by up to dl[j] = FP8_MMA_REL_ERR
+ *   sum |q_i k_i| times the scale (the softcap's tanh only shrinks it). To first order out moves by
+ *   sum_j p_j e_j (v_j - out) and lse by sum_j p_j e_j (a sink's score has no error); 1.25 covers exp's
+ *   higher terms (e^x - 1 <= 1.25 x for x <= 0.4).
+ * - P rounded to e4m3 before P.V (the row sum is not): out moves by sum_j (p'_j - p_j) v_j. The kernel
+ *   rounds p_j relative to its running max (at most the row's max m, sink included; p_max = exp(m - lse)):
+ *   by at most 2^-4 p_j where that is normal, else by half of e4m3's subnormal step, 2^-10 of that max,
+ *   and never by more than p_j itself (flushed to 0). lowp rounds relative to m itself, one of the
+ *   roundings the kernel may make, so the kernel's out need not be as close as lowp's.
+ * - P.V summed by the FP8 MMA at reduced precision: up to FP8_MMA_REL_ERR of sum |p'_j v_j| a key block
+ *   (the accumulator carried from block to block), counted for every 64 keys.
+ * Writes d_v bounds on out, then the bound on lse, to slack. */
 static void fp8_slack(const ref_ctx *c, int64_t lo, int64_t hi, const kv_rows *kv, const double *sc,
-                      const double *dl, double lse, double *slack) {
+                      const double *dl, double mx, double lse, double *slack) {
     double *ex = slack; /* first the exact out, in place */
-    double ls = 0;
+    double ls = 0, p_max = exp(mx - lse), blocks = (double)((hi - lo + 63) / 64 + 1);
     for (int i = 0; i < c->d_v; i++) ex[i] = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < c->d_v; i++) {
@@ -302,9 +311,15 @@ static void fp8_slack(const ref_ctx *c, int64_t lo, int64_t hi, const kv_rows *k
             for (int64_t j = lo; j < hi; j++) {
                 double v = j < kv->s_cache ? kv->vc[j * c->d_v + i] : kv->vn[(j - kv->s_cache) * c->d_v + i];
                 double p = exp(sc[j] - lse);
-                acc += pass ? p * dl[j] * fabs(v - o) : p * v;
+                if (!pass) {
+                    acc += p * v;
+                    continue;
+                }
+                double p_err = fmax(0x1p-4 * p, fmin(p, 0x1p-10 * p_max));
+                acc += 1.25 * p * dl[j] * fabs(v - o) + p_err * fabs(v) +
+                       FP8_MMA_REL_ERR * blocks * (p + p_err) * fabs(v);
             }
-            ex[i] = pass ? 1.25 * acc : acc;
+            ex[i] = acc;
         }
     for (int64_t j = lo; j < hi; j++) ls += exp(sc[j] - lse) * dl[j];
     slack[c->d_v] = 1.25 * ls;
@@ -358,7 +373,7 @@ static void attend_row(const ref_ctx *c, int b, int h, const ref_seq *s, int64_t
     double sum = has_sink ? exp(sink - mx) : 0;
     for (int64_t j = lo; j < hi; j++) sum += exp(sc[j] - mx);
     *lse = mx + log(sum);
-    if (fp8_p && slack) fp8_slack(c, lo, hi, kv, sc, dl, *lse, slack);
+    if (fp8_p && slack) fp8_slack(c, lo, hi, kv, sc, dl, mx, *lse, slack);
     for (int64_t j = lo; j < hi; j++) {
         double p = exp(sc[j] - *lse);
         if (fp8_p) p = tu_round(FC_E4M3, exp(sc[j] - mx)) / sum; /* as the kernels: p relative to the max */
