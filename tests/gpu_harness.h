@@ -269,6 +269,7 @@ typedef struct cmp_where {
 
 typedef struct cmp {
     double err, err_low, cpu_diff, lse_err;
+    double tol, ratio; /* tol_of(max|lowp - ref64|), set first; max of |gpu - ref64| beyond rounding / (tol + slack) */
     double cpu_excess; /* max over elements of |gpu - cpu| - eps(dtype) (|cpu| + max|v|): roundings of out, P;
                         * less refs_slack (FP8 attention) */
     cmp_where at;      /* where cpu_excess is (ref: NaN where the row is not sampled) */
@@ -308,7 +309,9 @@ static inline void cmp_row(const prob *P, const refs *R, const gpu_run *g, int b
         cmp_where here = {{b, r, h, e}, x, y, sampled ? R->out[k] : NAN, sampled ? R->low[k] : NAN};
         if (!(ex <= m->cpu_excess)) m->cpu_excess = isnan(ex) ? INFINITY : ex, m->at = here;
         if (!sampled) continue;
-        double er = tu_err_beyond_rounding(c->dt, x, R->out[k]) - sl, el = fabs(R->low[k] - R->out[k]);
+        double eb = tu_err_beyond_rounding(c->dt, x, R->out[k]), er = eb - sl, el = fabs(R->low[k] - R->out[k]);
+        double ratio = isnan(eb) ? INFINITY : eb / (m->tol + sl); /* <= 1 exactly when er <= tol */
+        if (ratio > m->ratio) m->ratio = ratio;
         if (!(er <= m->err)) m->err = isnan(er) ? INFINITY : er, m->err_at = here;
         if (el > m->err_low) m->err_low = el;
     }
@@ -339,6 +342,7 @@ static inline cmp compare(const prob *P, const refs *R, const gpu_run *g, const 
     const cfg *c = &P->c;
     cmp m;
     memset(&m, 0, sizeof m);
+    m.tol = tol_of(refs_err_low(P, R));
     for (int b = 0; b < c->b; b++)
         for (int64_t r = 0; r < P->len_q[b]; r++)
             for (int h = 0; h < c->h_q; h++) cmp_row(P, R, g, b, r, h, &m);
@@ -372,7 +376,7 @@ static inline double check_run(group *g, const prob *P, const refs *R, const gpu
                                const unsigned char *out_poison, const char *desc) {
     const cfg *c = &P->c;
     cmp m = compare(P, R, gr, out_poison);
-    double tol = tol_of(m.err_low), ratio = m.err / tol;
+    double tol = m.tol, ratio = m.ratio; /* FP8 attention: the ratio to tol + slack */
     if (m.nans || m.masked_bad) ratio = INFINITY;
     if (m.cpu_diff > g->worst_cpu_diff) g->worst_cpu_diff = m.cpu_diff;
     int ok = tu_check(m.nans == 0 && m.masked_bad == 0 && m.err <= tol,
