@@ -299,29 +299,24 @@ static double dot_abs(const double *q, const float *kc, const double *kn, int n)
  *   roundings the kernel may make, so the kernel's out need not be as close as lowp's.
  * - P.V summed by the FP8 MMA at reduced precision: up to FP8_MMA_REL_ERR of sum |p'_j v_j| a key block
  *   (the accumulator carried from block to block), counted for every 64 keys.
- * Writes d_v bounds on out, then the bound on lse, to slack. */
+ * Writes d_v bounds on out, then the bound on lse, to slack; ex: d_v of scratch. */
 static void fp8_slack(const ref_ctx *c, int64_t lo, int64_t hi, const kv_rows *kv, const double *sc,
-                      const double *dl, double mx, double lse, double *slack) {
-    double *ex = slack; /* first the exact out, in place */
+                      const double *dl, double mx, double lse, double *ex, double *slack) {
     double ls = 0, p_max = exp(mx - lse), blocks = (double)((hi - lo + 63) / 64 + 1);
-    for (int i = 0; i < c->d_v; i++) ex[i] = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < c->d_v; i++) {
-            double acc = 0, o = pass ? ex[i] : 0;
-            for (int64_t j = lo; j < hi; j++) {
-                double v = j < kv->s_cache ? kv->vc[j * c->d_v + i] : kv->vn[(j - kv->s_cache) * c->d_v + i];
-                double p = exp(sc[j] - lse);
-                if (!pass) {
-                    acc += p * v;
-                    continue;
-                }
-                double p_err = fmax(0x1p-4 * p, fmin(p, 0x1p-10 * p_max));
-                acc += 1.25 * p * dl[j] * fabs(v - o) + p_err * fabs(v) +
-                       FP8_MMA_REL_ERR * blocks * (p + p_err) * fabs(v);
+    for (int i = 0; i < c->d_v; i++) ex[i] = slack[i] = 0;
+    for (int pass = 0; pass < 2; pass++) /* the exact out into ex, then the bounds */
+        for (int64_t j = lo; j < hi; j++) {
+            const float *vc = j < kv->s_cache ? kv->vc + j * c->d_v : NULL;
+            const double *vn = vc ? NULL : kv->vn + (j - kv->s_cache) * c->d_v;
+            double p = exp(sc[j] - lse), p_err = fmax(0x1p-4 * p, fmin(p, 0x1p-10 * p_max));
+            for (int i = 0; i < c->d_v; i++) {
+                double v = vc ? vc[i] : vn[i];
+                if (!pass) ex[i] += p * v;
+                else slack[i] += 1.25 * p * dl[j] * fabs(v - ex[i]) + p_err * fabs(v) +
+                                 FP8_MMA_REL_ERR * blocks * (p + p_err) * fabs(v);
             }
-            ex[i] = acc;
+            if (pass) ls += p * dl[j];
         }
-    for (int64_t j = lo; j < hi; j++) ls += exp(sc[j] - lse) * dl[j];
     slack[c->d_v] = 1.25 * ls;
 }
 
@@ -373,7 +368,10 @@ static void attend_row(const ref_ctx *c, int b, int h, const ref_seq *s, int64_t
     double sum = has_sink ? exp(sink - mx) : 0;
     for (int64_t j = lo; j < hi; j++) sum += exp(sc[j] - mx);
     *lse = mx + log(sum);
-    if (fp8_p && slack) fp8_slack(c, lo, hi, kv, sc, dl, mx, *lse, slack);
+    if (fp8_p && slack) { /* o as scratch for the exact out, cleared again */
+        fp8_slack(c, lo, hi, kv, sc, dl, mx, *lse, o, slack);
+        for (int i = 0; i < c->d_v; i++) o[i] = 0;
+    }
     for (int64_t j = lo; j < hi; j++) {
         double p = exp(sc[j] - *lse);
         if (fp8_p) p = tu_round(FC_E4M3, exp(sc[j] - mx)) / sum; /* as the kernels: p relative to the max */
