@@ -1,15 +1,19 @@
 # ab.sh — flashc alone, builds of several trees side by side (A/B of a change), in rotating order.
 # usage (GPU machine, repo root, after make): AB_TREES="new:. old:DIR [name:DIR ...]" [AB_ROUNDS=2]
-#        [AB_SET=all] [AB_ONLY="SUBSTRING ..."] [AB_SAMPLES=20] [AB_FLAGS="--kv-fp8 ..."] sh bench/ab.sh
+#        [AB_SET=all] [AB_ONLY="SUBSTRING ..."] [AB_SAMPLES=20] [AB_FLAGS="--kv-fp8 ..."] [AB_FRESH=0] sh bench/ab.sh
 # Another branch's tree: `git archive BRANCH | tar -x -C DIR` into an untracked, not ignored DIR inside the
 # repository (the device tool copies such files; build/ stays ignored, so each tree builds there).
 # Builds every tree but the first (make -j all there, in parallel), then runs each tree's own
 # bench/compare.py --fresh --flashc-only (its binding, its library) once per round, the order rotated by one
-# each round so no tree always runs first; prints every run's table.
+# each round so no tree always runs first; prints every run's table. AB_FRESH=0 leaves out --fresh (a child
+# process a shape: ~35 s of device time each, which decode's paged shapes need and prefill's do not), and
+# with it the ceiling (--no-ceiling).
 trees=${AB_TREES:?AB_TREES: name:dir pairs, the first one already built}
 rounds=${AB_ROUNDS:-2}
 set_=${AB_SET:-all}
 only=${AB_ONLY:-}
+fresh="--fresh"
+if [ "${AB_FRESH:-1}" = 0 ]; then fresh="--no-ceiling"; fi
 first=1
 for t in $trees; do
     if [ $first -eq 0 ]; then make -C "${t#*:}" -j16 all >"/tmp/ab-build-${t%%:*}.log" 2>&1 & fi
@@ -26,7 +30,7 @@ while [ "$r" -lt "$rounds" ]; do
         name=${t%%:*} dir=$(cd "${t#*:}" && pwd)
         echo "== ab $name round $((r + 1))"
         for o in ${only:-""}; do # one compare.py per substring of AB_ONLY (or one over the whole set)
-            FLASHC_LIB=$dir/build/libflashc.so PYTHONUNBUFFERED=1 python3 "$dir/bench/compare.py" --fresh --flashc-only \
+            FLASHC_LIB=$dir/build/libflashc.so PYTHONUNBUFFERED=1 python3 "$dir/bench/compare.py" $fresh --flashc-only \
                 --set "$set_" ${o:+"--only=$o"} --samples "${AB_SAMPLES:-20}" ${AB_FLAGS:-} 2>&1 | grep -E '^(decode|prefill)'
         done
     done
