@@ -369,6 +369,20 @@ static void sweep_fp8q(group *g) {
         c.nsplits = 2, c.splits[0] = 1, c.splits[1] = k % 3 ? 0 : 3;
         run_case(g, &c);
     }
+    for (int k = 0; k < 6; k++) { /* d > d_v on the d 256 kernel (DeepSeek's 192 / 128), as gpu_random found them */
+        cfg c = cfg_base();
+        c.dt = DTYPES[k % 2];
+        c.fp8 = 1, c.fp8_q = 1, c.descale = 1 + k % 2;
+        c.d = k < 3 ? 192 : 256, c.d_v = 128;
+        set_heads(&c, k + 1);
+        c.s_q = 90 + 50 * k, c.s_k = c.s_q + 40 * (k % 3);
+        if (k % 3 == 0) c.causal = 1;
+        if (k % 3 == 1) c.kv = KV_VARLEN, c.q_varlen = 1, c.sinks = 1, c.wl = 60, c.wr = 10;
+        if (k % 3 == 2) c.kv = KV_PAGED, c.page_size = 64, c.seqused = 1, c.softcap = 5, c.alibi = 2;
+        c.lse = 1;
+        c.nsplits = 2, c.splits[0] = 1, c.splits[1] = 3;
+        run_case(g, &c);
+    }
     if (!g_fake) { /* (the CPU standing in runs e5m2) */
         cfg c = cfg_base();
         c.fp8 = 2, c.fp8_q = 1, c.descale = 1, c.lse = 0;
