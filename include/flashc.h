@@ -116,7 +116,8 @@
  * FlashAttention-3, P is quantised to e4m3 for the P·V product (each p = exp(x - m) rounded to e4m3, m a
  * running max of the row; on CUDA m may lag the true running max by up to 8 in log2 units, FlashAttention-4's
  * lazy rescale, so p <= 256, where e4m3's relative precision is the same; the softmax denominator sums the
- * unquantised p).
+ * unquantised p). On CUDA the FP8 tensor cores sum q·k and P·V at reduced precision (as every Hopper FP8
+ * GEMM does: errors up to about 2^-13 of the sum of the terms' magnitudes measured), not in full fp32.
  * Head dims d and d_v: each a multiple of 8 from 8 to 256 (CUDA has kernels for 64, 96, 128, 192, 256
  * and d 192 / d_v 128; other dims run on the next kernel up, the extra features zero, as
  * FlashAttention-3 does). Accumulation is fp32.
