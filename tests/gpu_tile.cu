@@ -672,6 +672,10 @@ int main(void) {
     test_wgmma8<64, 0>("wgmma m64n64k32 e4m3, A and B from smem (K-major)");
     test_wgmma8<64, 1>("wgmma m64n64k32 e4m3, A from registers, B K-major");
     test_wgmma8<256, 1>("wgmma m64n256k32 e4m3, A from registers, B K-major");
+    // N 96 and 192: S of 96- and 192-key blocks (FP8 tiles between FlashAttention-3's 128 and 224)
+    test_wgmma8<192, 0>("wgmma m64n192k32 e4m3, A and B from smem (K-major)");
+    test_wgmma8<192, 1>("wgmma m64n192k32 e4m3, A from registers, B K-major");
+    test_wgmma8<96, 1>("wgmma m64n96k32 e4m3, A from registers, B K-major");
     test_pv8<128>("P.V in e4m3: pack_p_e4m3 (S's accumulator layout) x transpose_v_e4m3, d_v 128");
     test_pv8<64>("P.V in e4m3: pack_p_e4m3 (S's accumulator layout) x transpose_v_e4m3, d_v 64");
     test_pv8<256>("P.V in e4m3: pack_p_e4m3 (S's accumulator layout) x transpose_v_e4m3, d_v 256");
