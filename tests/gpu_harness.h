@@ -269,7 +269,7 @@ typedef struct cmp_where {
 
 typedef struct cmp {
     double err, err_low, cpu_diff, lse_err;
-    double tol, ratio; /* tol_of(max|lowp - ref64|), set first; max of |gpu - ref64| beyond rounding / (tol + slack) */
+    double tol, ratio; /* tol_of(err_low), set first; max of |gpu - ref64| beyond rounding / (tol + slack) */
     double cpu_excess; /* max over elements of |gpu - cpu| - eps(dtype) (|cpu| + max|v|): roundings of out, P;
                         * less refs_slack (FP8 attention) */
     cmp_where at;      /* where cpu_excess is (ref: NaN where the row is not sampled) */
@@ -291,7 +291,7 @@ static inline void cmp_row(const prob *P, const refs *R, const gpu_run *g, int b
         if (masked) {
             if (gl != -INFINITY) m->lse_bad++;
         } else { /* FP8 attention: less what the FP8 MMA's sums may move it (refs_slack) */
-            double e = (fabs(gl - cl) - refs_slack(R, sampled, row, h, c->h_q, c->d_v, c->d_v)) / (1 + fabs(cl));
+            double e = (fabs(gl - cl) - refs_slack(R, sampled, row, h, c->d_v)) / (1 + fabs(cl));
             if (!(e <= 1e-3)) m->lse_bad++;
             if (!(e <= m->lse_err)) m->lse_err = e;
         }
@@ -302,18 +302,17 @@ static inline void cmp_row(const prob *P, const refs *R, const gpu_run *g, int b
         if (masked && x != 0) m->masked_bad++;
         /* One rounding of the value, and of one P_j (the GPU and the CPU may round a P_j to the input type
          * differently: out moves by up to eps(dtype) max|v|, seen where out is small by cancellation) */
-        double sl = refs_slack(R, sampled, row, h, c->h_q, c->d_v, e); /* FP8 attention's q.k sums, else 0 */
+        double sl = refs_slack(R, sampled, row, h, e); /* FP8 attention's q.k sums, else 0 */
         double dc = fabs(x - y), ex = dc - tu_eps(c->dt) * (fabs(y) + P->vmax) - sl;
         if (!(dc <= m->cpu_diff)) m->cpu_diff = isnan(dc) ? INFINITY : dc;
         int64_t k = k0 + e;
         cmp_where here = {{b, r, h, e}, x, y, sampled ? R->out[k] : NAN, sampled ? R->low[k] : NAN};
         if (!(ex <= m->cpu_excess)) m->cpu_excess = isnan(ex) ? INFINITY : ex, m->at = here;
         if (!sampled) continue;
-        double eb = tu_err_beyond_rounding(c->dt, x, R->out[k]), er = eb - sl, el = fabs(R->low[k] - R->out[k]);
+        double eb = tu_err_beyond_rounding(c->dt, x, R->out[k]), er = eb - sl;
         double ratio = isnan(eb) ? INFINITY : eb / (m->tol + sl); /* <= 1 exactly when er <= tol */
         if (ratio > m->ratio) m->ratio = ratio;
         if (!(er <= m->err)) m->err = isnan(er) ? INFINITY : er, m->err_at = here;
-        if (el > m->err_low) m->err_low = el;
     }
 }
 
@@ -342,7 +341,8 @@ static inline cmp compare(const prob *P, const refs *R, const gpu_run *g, const 
     const cfg *c = &P->c;
     cmp m;
     memset(&m, 0, sizeof m);
-    m.tol = tol_of(refs_err_low(P, R));
+    m.err_low = refs_err_low(P, R);
+    m.tol = tol_of(m.err_low);
     for (int b = 0; b < c->b; b++)
         for (int64_t r = 0; r < P->len_q[b]; r++)
             for (int h = 0; h < c->h_q; h++) cmp_row(P, R, g, b, r, h, &m);
@@ -384,8 +384,8 @@ static inline double check_run(group *g, const prob *P, const refs *R, const gpu
                       "max|lowp-ref64| %.3g, ratio %.3g, NaN %lld, "
                       "masked rows nonzero %lld (rows every %d; the max at sequence %lld row %lld head %lld feature "
                       "%lld: gpu %.6g cpu %.6g ref64 %.6g lowp %.6g)",
-                      g->name, desc, splits, R->slack_max, m.err, m.err_low, ratio, (long long)m.nans, (long long)m.masked_bad,
-                      R->row_step, (long long)m.err_at.at[0], (long long)m.err_at.at[1], (long long)m.err_at.at[2],
+                      g->name, desc, splits, R->slack_max, m.err, m.err_low, ratio, (long long)m.nans,
+                      (long long)m.masked_bad, R->row_step, (long long)m.err_at.at[0], (long long)m.err_at.at[1], (long long)m.err_at.at[2],
                       (long long)m.err_at.at[3], m.err_at.gpu, m.err_at.cpu, m.err_at.ref, m.err_at.lowp);
     group_note(g, ok, ratio, desc);
     worst_update(&g_worst_ratio, ratio);
@@ -434,7 +434,7 @@ static inline void check_agree(group *g, const prob *P, const refs *R, gpu_run *
                         int64_t o = out_off(P, b, r, h) + e;
                         double x = tu_load(runs[s].out, c->dt, o), y = tu_load(runs[0].out, c->dt, o);
                         double ex = fabs(x - y) - tu_eps(c->dt) * fmax(fabs(x), fabs(y)) -
-                                    2 * refs_slack(R, sampled, row, h, c->h_q, c->d_v, e);
+                                    2 * refs_slack(R, sampled, row, h, e);
                         diff = isnan(x) || isnan(y) ? INFINITY : fmax(diff, ex);
                     }
             }

@@ -549,7 +549,7 @@ refs refs_new(const prob *P, int row_step) {
     size_t lb = (size_t)(rows > 0 ? rows : 1) * P->c.h_q * sizeof(double);
     size_t sb = (size_t)(rows > 0 ? rows : 1) * P->c.h_q * (P->c.d_v + 1) * sizeof(double);
     refs R = {malloc(nb), malloc(nb), malloc(lb), malloc(lb), calloc(1, sb), 0, 0, rows * P->c.h_q, row_step,
-              P->c.d_v};
+              P->c.h_q, P->c.d_v};
     return R;
 }
 
@@ -572,9 +572,9 @@ int refs_run(const fc_attn_args *a, refs *R) {
     return rc;
 }
 
-double refs_slack(const refs *R, int sampled, int64_t row, int h, int h_q, int d_v, int e) {
-    if (!sampled) return e < d_v ? R->slack_max : R->lse_slack_max;
-    return R->slack[(row * h_q + h) * (d_v + 1) + e];
+double refs_slack(const refs *R, int sampled, int64_t row, int h, int e) {
+    if (!sampled) return e < R->d_v ? R->slack_max : R->lse_slack_max;
+    return R->slack[(row * R->h_q + h) * (R->d_v + 1) + e];
 }
 
 double refs_err_low(const prob *P, const refs *R) {

@@ -110,7 +110,7 @@ typedef struct refs {
     double *slack;                   /* ref64_pair's FP8 MMA slack: (total_q, h_q, d_v + 1), sampled rows */
     double slack_max, lse_slack_max; /* their largest over the sampled rows (0 without FP8 attention) */
     int64_t slack_n;                 /* total_q h_q */
-    int row_step, d_v;
+    int row_step, h_q, d_v;
 } refs;
 
 refs refs_new(const prob *P, int row_step);
@@ -118,7 +118,7 @@ int refs_run(const fc_attn_args *a, refs *R); /* the two in parallel; 0, or -1 w
 /* The FP8 MMA's slack of out element e (< d_v) or of the lse (e = d_v) of global row `row`, head h: ref64's
  * bound where the row is sampled, else the largest bound of the sampled rows (the last row of every
  * sequence, which sees the most keys, is among them). 0 without FP8 attention. */
-double refs_slack(const refs *R, int sampled, int64_t row, int h, int h_q, int d_v, int e);
+double refs_slack(const refs *R, int sampled, int64_t row, int h, int e);
 double refs_err_low(const prob *P, const refs *R); /* max |low - out| over the sampled rows */
 void refs_free(refs *R);
 /* FlashAttention's rule, as the tests apply it: over the sampled elements,

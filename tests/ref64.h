@@ -34,7 +34,8 @@ static inline int ref64_sampled(int64_t row, int64_t r, int64_t s_q, int row_ste
  * threads. slack (NULL: none), (total_q, h_q, d_v + 1) doubles, sampled rows: with FP8 attention (q in
  * fp8), bounds on how far the kernel's FP8 steps may move each out element (d_v) and the lse (the last):
  * the FP8 MMA's reduced-precision sums (up to FP8_MMA_REL_ERR of sum |a b|) of q.k and P.V, and P's e4m3
- * rounding relative to whatever running max the kernel keeps (lowp's is one of them); zeros otherwise. Returns 0, or -1 if either could not read its inputs. */
+ * rounding relative to whatever running max the kernel keeps (lowp's is one of them); zeros otherwise.
+ * Returns 0, or -1 if either could not read its inputs. */
 int ref64_pair(const fc_attn_args *a, int row_step, double *out, double *lse, double *low, double *lse_low,
                double *slack);
 
