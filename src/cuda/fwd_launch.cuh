@@ -31,14 +31,12 @@ static_assert(2 * (decode_cfg<__nv_bfloat16, 128, 128, true, unsigned char>::typ
 static_assert(8 * (decode_cfg<__nv_bfloat16, 128, 128, false, unsigned char>::type::SMEM_BYTES + 1024) <= 227 * 1024,
               "fp8 decode at d 128, one warp per CTA: 8 CTAs per SM (the register limit; 1056 CTAs a wave)");
 // Prefill: the wgmma kernel (fwd_wgmma.cuh) at every head dim the dispatch names: 128-row tiles, key
-// blocks and Q buffers per head dims (wg_shape). d 96 runs on the d 128 kernel, its features past 96
-// zeros (TMA reads them as out of bounds, cp.async does not read them), as does any pair padded to
-// max(d, d_v). (The mma.sync prefill this replaced ran d 256 at a third of cuDNN: PERF.md step 41.)
+// blocks and Q buffers per head dims (wg_shape). d 96 stores its tiles in d 128's layout (features 96-127
+// come as zeros and are never read) and computes 96 (PERF.md step 63); a pair padded to max(d, d_v) runs
+// the kernel of that size, its extra features zeros (TMA reads them as out of bounds, cp.async does not
+// read them). (The mma.sync prefill this replaced ran d 256 at a third of cuDNN: PERF.md step 41.)
 template <typename T, int D, int DV> struct prefill_cfg {
     typedef wg_cfg<T, D, DV> type; // wg_shape holds its tile shape; wg_cfg's asserts reject what it cannot run
-};
-template <typename T> struct prefill_cfg<T, 96, 96> {
-    typedef wg_cfg<T, 128, 128> type;
 };
 
 // The wgmma kernel's configs (persistent or four tiles per CTA, fwd_wgmma.cuh wg_tile_at) and the
@@ -200,11 +198,11 @@ static fc_status resident_per_sm(K kernel, int bytes, int *n) {
 }
 
 // Whether the wgmma prefill of kernel head dim d takes the persistent walk (fwd_wgmma.cuh wg_tile_at), where
-// it measured faster (PERF.md step 53d): no mask, d >= 128 (the kernel is compiled there only), at most 2k
+// it measured faster (PERF.md step 53d): no mask, d >= 96 (the kernel is compiled there only), at most 2k
 // packed query rows per (sequence, KV head): short tile lists, where one pipeline fill per four tiles cost
 // the most.
 static inline bool wg_persistent(const fc_problem *p, int d) {
-    return d >= 128 && !wg_masked(*p) && (int64_t)p->s_q * (p->h_q / p->h_k) <= 2048;
+    return d >= 96 && !wg_masked(*p) && (int64_t)p->s_q * (p->h_q / p->h_k) <= 2048;
 }
 
 template <class C>
@@ -223,7 +221,7 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
         if (z > 65535 || ws.splits > 65535 || units > 0x7fffffff) // groups <= units
             return fc_fail(FC_ERR_UNSUPPORTED, "q", "too many work units for the CUDA kernel (%lld tiles x %d splits x %lld)",
                            (long long)m_tiles, ws.splits, (long long)z);
-        if constexpr (C::D >= 128) {
+        if constexpr (C::D >= 96) {
             if (wg_persistent(p, C::D)) { // a grid of as many CTAs as fit at once, walking the units (wg_tile_at)
                 int per_sm = 1;
                 fc_status st = allow_smem<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES);
@@ -278,7 +276,6 @@ static fc_status launch_dims(const fc_problem *p, fc_split_ws ws, cudaStream_t s
 }
 
 // The launches of one unit: head dims D, DV of dtype T, the K/V cache in KV (T, or an fp8 byte: decode only).
-// d 96's prefill runs on the d 128 kernel (prefill_cfg): its unit hands it to fwd_d128.cu's, which compiles it.
 template <typename T, int D, int DV, typename KV>
 fc_status fwd_launch_unit(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info);
 
@@ -286,9 +283,6 @@ template <typename T, int D, int DV, typename KV>
 fc_status fwd_launch_unit(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if constexpr (!std::is_same<T, KV>::value)
         return launch_decode<T, D, DV, KV>(p, ws, stream, info);
-    else if constexpr (D == 96 && DV == 96)
-        return use_decode_cfg(p) ? launch_decode<T, 96, 96>(p, ws, stream, info)
-                                 : fwd_launch_unit<T, 128, 128, T>(p, ws, stream, info);
     else
         return launch_dims<T, D, DV>(p, ws, stream, info);
 }

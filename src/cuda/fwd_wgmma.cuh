@@ -47,6 +47,10 @@ template <> struct wg_shape<256, 256, true> {
     static constexpr int BN = 64, QBUF = 2;       // 2 x 32 KB Q + 2 x (16 + 16) KB K/Vt + 2 x 16 KB V landing
     static constexpr bool LAZY = true, O_TMA = false;
 };
+template <> struct wg_shape<96, 96> {
+    static constexpr int BN = 128, QBUF = 2;      // d 128's tiles (its 128-byte rows, features 96-127 never read)
+    static constexpr bool LAZY = true, O_TMA = true;
+};
 template <> struct wg_shape<192, 128> {
     static constexpr int BN = 128, QBUF = 1;      // 48 KB Q + 2 x (48 + 32) KB K/V
     static constexpr bool LAZY = true, O_TMA = false;
@@ -73,6 +77,7 @@ struct wg_cfg {
     static constexpr bool FP8 = EB == 1;
     typedef wg_shape<D_, DV_, FP8> shape;
     static constexpr int D = D_, DV = DV_, BN = shape::BN, STAGES = 2, CONSUMERS = 2;
+    static constexpr int DS = (D + FA - 1) / FA * FA, DVS = (DV + FA - 1) / FA * FA; // stored: whole 128-byte atoms
     static constexpr int PK = 32 / EB, PA = BN / PK * 4;             // keys per P·V k-step; P's fragment registers
     static constexpr int TILES = 4;                                  // query tiles per CTA of the grid walk (wg_tile_at)
     static constexpr int QBUF = shape::QBUF;                         // Q buffers, a ring over the tiles
@@ -81,15 +86,15 @@ struct wg_cfg {
     static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
     static constexpr int MT = 1, ROWS = 2, NWARPS = 4 * CONSUMERS; // fwd_kernel's view of a consumer warp
     static constexpr bool HEAD_MAJOR = false;
-    static constexpr int DCH = D * EB / 16, DVCH = DV * EB / 16;    // 16-byte chunks per row
-    static constexpr int Q_BYTES = BM * D * EB, K_BYTES = BN * D * EB, V_BYTES = BN * DV * EB;
+    static constexpr int DCH = DS * EB / 16, DVCH = DVS * EB / 16;  // 16-byte chunks per stored row
+    static constexpr int Q_BYTES = BM * DS * EB, K_BYTES = BN * DS * EB, V_BYTES = BN * DVS * EB;
     static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
     static constexpr int LAND_BYTES = FP8 ? 2 * V_BYTES : 0;          // FP8: V's landing ring
     static constexpr int TABLE_BYTES = 2 * 2 * BN * 8;               // two row tables (K, V offsets), alternating
     static constexpr int BAR_BYTES = (2 * QBUF + 4 * STAGES + 2) * 8;
     static constexpr int SMEM_BYTES = 1024 + QBUF * Q_BYTES + STAGES * STAGE_BYTES + LAND_BYTES + TABLE_BYTES + BAR_BYTES;
     static constexpr int PRODUCER_REGS = 72, CONSUMER_REGS = 216;   // 128 * 72 + 256 * 216 = 384 * 168 (the producer spills at 56)
-    static_assert(D % 64 == 0 && DV % 64 == 0, "wgmma tiles: d and d_v multiples of 64 (P·V: one wgmma of N = d_v)");
+    static_assert(D % 32 == 0 && DV % 32 == 0, "wgmma tiles: d and d_v multiples of 32 (P·V: one wgmma of N = d_v)");
     static_assert(!FP8 || (D == DV && (BN == 128 || BN == 64)), "FP8: Vt rows of 128 keys (128-byte swizzle) or 64 (64-byte)");
     static_assert(BN == 64 || BN == 96 || BN == 128, "S = Q K^T is one wgmma of N = BN; a producer thread per key row");
     static_assert(QBUF == 1 || QBUF == 2, "Q buffers");
@@ -231,7 +236,7 @@ __device__ __forceinline__ void wg_tma_q(const wg_tma &tm, const fwd_tile &t, ch
     fence_proxy_async(); // the consumers' rotary may have written this buffer before (generic proxy)
     mbar_arrive_expect_tx(bar, C::Q_BYTES);
     int row = (int)t.s.q_row0 + t.m0 / t.group, outer = tm.q_kind == WG_TMA_DENSE ? t.b : 0;
-    for (int f = 0; f < C::D / C::FA; f++)
+    for (int f = 0; f < C::DS / C::FA; f++)
         tma_load_4d(sq + f * C::BM * 128, &tm.q, C::FA * f, t.hk * t.group, row, outer, bar);
 }
 
@@ -384,7 +389,7 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
         } else if (tid == 0) {
             fence_proxy_async(); // cp.async (generic proxy) may have written this buffer before
             mbar_arrive_expect_tx(&sm.k_full[stage], C::K_BYTES);
-            wg_tma_block<C>(tm, &tm.k, t, n, C::D, rows, k, &sm.k_full[stage]);
+            wg_tma_block<C>(tm, &tm.k, t, n, C::DS, rows, k, &sm.k_full[stage]);
         } else {
             mbar_arrive(&sm.k_full[stage]);
         }
@@ -396,7 +401,7 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
         } else if (tid == 0) {
             if (C::FP8) fence_proxy_async(); // cp.async may have written this land buffer before
             mbar_arrive_expect_tx(v_bar, C::V_BYTES);
-            wg_tma_block<C>(tm, &tm.v, t, n, C::DV, rows, v, v_bar);
+            wg_tma_block<C>(tm, &tm.v, t, n, C::DVS, rows, v, v_bar);
         } else {
             mbar_arrive(v_bar);
         }
@@ -687,7 +692,7 @@ __device__ void wg_store_tma(const fc_problem &p, const fwd_tile &t, const wg_tm
     named_bar_sync(2 + g, 128);
     if (threadIdx.x % 128 == 0) {
         int row = (int)t.s.q_row0 + (t.m0 + 64 * g) / t.group, outer = tm.o_kind == WG_TMA_DENSE ? t.b : 0;
-        for (int f = 0; f < C::DV / 64; f++)
+        for (int f = 0; f < C::DVS / 64; f++) // a box past d_v (d 96: features 96-127) is clipped by the map
             tma_store_4d(&tm.o, q + f * C::BM * 128 + 64 * g * 128, 64 * f, t.hk * t.group, row, outer);
         tma_store_commit();
         tma_store_wait_read();
