@@ -197,12 +197,13 @@ static fc_status resident_per_sm(K kernel, int bytes, int *n) {
     return FC_OK;
 }
 
-// Whether the wgmma prefill of kernel head dim d takes the persistent walk (fwd_wgmma.cuh wg_tile_at), where
-// it measured faster (PERF.md step 53d): no mask, d >= 96 (the kernel is compiled there only), at most 2k
-// packed query rows per (sequence, KV head): short tile lists, where one pipeline fill per four tiles cost
-// the most.
+// Whether the wgmma prefill of kernel head dim d takes the persistent walk (fwd_wgmma.cuh wg_tile_at): no
+// mask, d >= 96 (the kernel is compiled there only). It measured faster at up to 2k packed query rows per
+// (sequence, KV head) (PERF.md step 53d: one pipeline fill per SM, not per four tiles) and at every length
+// since (step 63: the grid of four tiles a CTA ends in a partial wave where the CTAs are not a multiple of
+// the SMs, e.g. d 96's 21 heads: 672 CTAs, 5.1 waves; d 96 4k-16k +17-24%, d 192 8k +20%, d 128 +4-7%).
 static inline bool wg_persistent(const fc_problem *p, int d) {
-    return d >= 96 && !wg_masked(*p) && (int64_t)p->s_q * (p->h_q / p->h_k) <= 2048;
+    return d >= 96 && !wg_masked(*p);
 }
 
 template <class C>
