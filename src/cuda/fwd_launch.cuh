@@ -206,6 +206,19 @@ static inline bool wg_persistent(const fc_problem *p, int d) {
     return d >= 96 && !wg_masked(*p);
 }
 
+// Query tiles per CTA of the grid walk (masked prefill: fwd_wgmma.cuh wg_tile_at): 4, two snake pairs (one
+// pipeline fill per four tiles), or 2 where four leave the last wave of CTAs much emptier. The pairs make
+// the CTAs about equally long, so a wave's fill is the walk's: d 96's 21 heads ran 672 CTAs in 5.1 waves of
+// 132 (6 rounds, 85%), two tiles a CTA 1344 in 10.2 (93%); d 192's 10 heads 2.4 waves (81%), 4.8 (97%).
+static inline int wg_grid_tiles(int64_t m_tiles, int64_t others, int64_t slots) {
+    double fill[2];
+    for (int i = 0; i < 2; i++) {
+        int64_t tiles = 4 >> i, ctas = (m_tiles + tiles - 1) / tiles * others, rounds = (ctas + slots - 1) / slots;
+        fill[i] = (double)ctas / (double)(rounds * slots);
+    }
+    return fill[1] > fill[0] + 0.05 ? 2 : 4;
+}
+
 template <class C>
 static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (info) {
@@ -218,7 +231,7 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
     int64_t z = (int64_t)p->batch * p->h_k, x_major = m_tiles * ws.splits * p->h_k;
     if (m_tiles == 0 || z == 0) return FC_OK;
     if constexpr (is_wg<C>::value) {
-        int64_t units = m_tiles * ws.splits * z, groups = (m_tiles + C::TILES - 1) / C::TILES;
+        int64_t units = m_tiles * ws.splits * z;
         if (z > 65535 || ws.splits > 65535 || units > 0x7fffffff) // groups <= units
             return fc_fail(FC_ERR_UNSUPPORTED, "q", "too many work units for the CUDA kernel (%lld tiles x %d splits x %lld)",
                            (long long)m_tiles, ws.splits, (long long)z);
@@ -235,9 +248,12 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
                 return FC_OK;
             }
         }
+        int per_sm = 1;
         fc_status st = allow_smem<C>(fwd_wgmma_kernel<C, false>, C::SMEM_BYTES);
+        if (st == FC_OK) st = resident_per_sm<C>(fwd_wgmma_kernel<C, false>, C::SMEM_BYTES, &per_sm);
         if (st != FC_OK) return st;
-        dim3 grid((unsigned)groups, (unsigned)ws.splits, (unsigned)z);
+        int tiles = wg_grid_tiles(m_tiles, ws.splits * z, (int64_t)sm_count() * per_sm);
+        dim3 grid((unsigned)((m_tiles + tiles - 1) / tiles), (unsigned)ws.splits, (unsigned)z);
         fwd_wgmma_kernel<C, false><<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, wg_tma_of<C>(p, ws.splits));
         FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
     } else {

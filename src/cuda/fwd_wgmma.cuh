@@ -79,7 +79,6 @@ struct wg_cfg {
     static constexpr int D = D_, DV = DV_, BN = shape::BN, STAGES = 2, CONSUMERS = 2;
     static constexpr int DS = (D + FA - 1) / FA * FA, DVS = (DV + FA - 1) / FA * FA; // stored: whole 128-byte atoms
     static constexpr int PK = 32 / EB, PA = BN / PK * 4;             // keys per P·V k-step; P's fragment registers
-    static constexpr int TILES = 4;                                  // query tiles per CTA of the grid walk (wg_tile_at)
     static constexpr int QBUF = shape::QBUF;                         // Q buffers, a ring over the tiles
     static constexpr bool LAZY = shape::LAZY;                        // lazy rescale (softmax_update)
     static constexpr bool O_TMA = shape::O_TMA;                      // the epilogue may store by TMA (wg_store_tma)
@@ -145,9 +144,10 @@ __device__ __forceinline__ wg_smem wg_smem_of(char *raw) {
 // Two walks of the work units (query tile, split, sequence x KV head), each the same in the producer and
 // the consumers, so the pipeline runs on from one tile into the next for the CTA's whole life; the host
 // picks one per call (fwd_launch.cuh, wg_persistent), each a kernel of its own (P):
-// - the grid (P false): (query tiles / TILES, splits, sequence x KV head); CTA x takes its head's tiles x,
-//   2X - 1 - x, 2X + x, ... (a snake: under a causal mask each pair of its tiles adds up to about the same
-//   number of key blocks), and the hardware hands CTAs to SMs as they free up, which balances the rest.
+// - the grid (P false): (X, splits, sequence x KV head), X = query tiles / (4 or 2: the host's wg_grid_tiles);
+//   CTA x takes its head's tiles x, 2X - 1 - x, 2X + x, ... (a snake: under a causal mask each pair of its
+//   tiles adds up to about the same number of key blocks), and the hardware hands CTAs to SMs as they free
+//   up, which balances the rest.
 // - persistent (P true; no mask, every tile as long): X = as many CTAs as fit on the GPU at once; step k of
 //   CTA x takes unit kX + x of the head-major order (a (sequence, KV head)'s tiles in a row: the CTAs
 //   running at once share its K/V in L2). One pipeline fill per SM instead of one per four tiles. (A static
@@ -163,7 +163,7 @@ __host__ __device__ __forceinline__ int64_t wg_query_tiles(const fc_problem &p, 
 // Steps of this CTA's walk.
 template <class C, bool P>
 __device__ __forceinline__ int wg_steps(const fc_problem &p, int splits) {
-    if constexpr (!P) return C::TILES;
+    if constexpr (!P) return (int)(((unsigned)wg_query_tiles(p, C::BM) + gridDim.x - 1) / gridDim.x);
     unsigned units = (unsigned)wg_query_tiles(p, C::BM) * splits * p.batch * p.h_k; // < 2^31 (fwd_launch.cuh)
     return units > blockIdx.x ? (units - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
 }
@@ -760,7 +760,7 @@ __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &s
 }
 
 // ---------------------------------------------------------------------------------------------
-// The kernel. Grid: (query tiles / TILES, splits, batch * h_k), or persistent CTAs (P; wg_tile_at). Block: 128 (CONSUMERS + 1) threads.
+// The kernel. Grid: (query tiles / 4 or 2, splits, batch * h_k), or persistent CTAs (P; wg_tile_at). Block: 128 (CONSUMERS + 1) threads.
 
 template <class C, bool P>
 __global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_constant__ fc_problem p, fc_split_ws ws,
