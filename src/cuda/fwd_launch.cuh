@@ -197,13 +197,16 @@ static fc_status resident_per_sm(K kernel, int bytes, int *n) {
     return FC_OK;
 }
 
-// Whether the wgmma prefill of kernel head dim d takes the persistent walk (fwd_wgmma.cuh wg_tile_at): no
-// mask, d >= 96 (the kernel is compiled there only). It measured faster at up to 2k packed query rows per
-// (sequence, KV head) (PERF.md step 53d: one pipeline fill per SM, not per four tiles) and at every length
-// since (step 63: the grid of four tiles a CTA ends in a partial wave where the CTAs are not a multiple of
-// the SMs, e.g. d 96's 21 heads: 672 CTAs, 5.1 waves; d 96 4k-16k +17-24%, d 192 8k +20%, d 128 +4-7%).
-static inline bool wg_persistent(const fc_problem *p, int d) {
-    return d >= 96 && !wg_masked(*p);
+// Whether the wgmma prefill takes the persistent walk (fwd_wgmma.cuh wg_tile_at): wherever there is no mask.
+// It measured faster at up to 2k packed query rows per (sequence, KV head) for d >= 128 (PERF.md step 53d:
+// one pipeline fill per SM, not per four tiles), and since at every length and head dim (step 63: the grid
+// of four tiles a CTA ends in a partial wave where the CTAs are not a multiple of the SMs, e.g. d 96's 21
+// heads: 672 CTAs, 5.1 waves; d 96 4k-16k +17-24%, d 192 8k +20%, d 128 +4-7%, d 64 +2-7%). Past 2k rows
+// only where every sequence has the same keys (a dense cache, no seqused_k), so that its static walk stays
+// balanced; ragged lengths keep the grid, whose CTAs the hardware hands out as SMs free up.
+static inline bool wg_persistent(const fc_problem *p) {
+    bool even = p->kv_layout == FC_KV_DENSE && !p->seqused_k;
+    return !wg_masked(*p) && (even || (int64_t)p->s_q * (p->h_q / p->h_k) <= 2048);
 }
 
 // Query tiles per CTA of the grid walk (masked prefill: fwd_wgmma.cuh wg_tile_at): 4, two snake pairs (one
@@ -235,18 +238,16 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
         if (z > 65535 || ws.splits > 65535 || units > 0x7fffffff) // groups <= units
             return fc_fail(FC_ERR_UNSUPPORTED, "q", "too many work units for the CUDA kernel (%lld tiles x %d splits x %lld)",
                            (long long)m_tiles, ws.splits, (long long)z);
-        if constexpr (C::D >= 96) {
-            if (wg_persistent(p, C::D)) { // a grid of as many CTAs as fit at once, walking the units (wg_tile_at)
-                int per_sm = 1;
-                fc_status st = allow_smem<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES);
-                if (st == FC_OK) st = resident_per_sm<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES, &per_sm);
-                if (st != FC_OK) return st;
-                int64_t ctas = (int64_t)sm_count() * per_sm;
-                fwd_wgmma_kernel<C, true><<<(unsigned)(units < ctas ? units : ctas), C::THREADS, C::SMEM_BYTES, stream>>>(
-                    *p, ws, wg_tma_of<C>(p, ws.splits));
-                FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
-                return FC_OK;
-            }
+        if (wg_persistent(p)) { // a grid of as many CTAs as fit at once, walking the units (wg_tile_at)
+            int per_sm = 1;
+            fc_status st = allow_smem<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES);
+            if (st == FC_OK) st = resident_per_sm<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES, &per_sm);
+            if (st != FC_OK) return st;
+            int64_t ctas = (int64_t)sm_count() * per_sm;
+            fwd_wgmma_kernel<C, true><<<(unsigned)(units < ctas ? units : ctas), C::THREADS, C::SMEM_BYTES, stream>>>(
+                *p, ws, wg_tma_of<C>(p, ws.splits));
+            FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
+            return FC_OK;
         }
         int per_sm = 1;
         fc_status st = allow_smem<C>(fwd_wgmma_kernel<C, false>, C::SMEM_BYTES);
