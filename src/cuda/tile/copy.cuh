@@ -1,4 +1,5 @@
-// copy.cuh — asynchronous global→shared copies (cp.async, 16 bytes, zero-fill) and their fences; 4-byte shared loads/stores.
+// copy.cuh — asynchronous global→shared copies (cp.async, 16 bytes, zero-fill) and their fences; shared loads/stores
+// at 32-bit addresses (4 bytes; ldmatrix / stmatrix).
 #pragma once
 #include <stdint.h>
 
@@ -13,6 +14,21 @@ __device__ __forceinline__ uint32_t lds_u32(uint32_t a) {
 }
 __device__ __forceinline__ void sts_u32(uint32_t a, uint32_t x) {
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(x) : "memory");
+}
+
+// Four 8x8 matrices of 16-bit units at 32-bit shared addresses, lane l giving row l % 8 of matrix l / 8;
+// ldsm_x4_trans: lane l gets in r[i] rows 2(l % 4) (low half) and 2(l % 4) + 1 of column l / 4 of matrix i;
+// stsm_x4: lane l's r[i] goes to row l / 4, columns 2(l % 4) (low half) and 2(l % 4) + 1 of matrix i.
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t a, uint32_t r[4]) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+__device__ __forceinline__ void stsm_x4(uint32_t a, const uint32_t r[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(a), "r"(r[0]), "r"(r[1]),
+                 "r"(r[2]), "r"(r[3])
+                 : "memory");
 }
 
 // Copy 16 bytes from global src to shared dst; when !valid, write 16 zero bytes and read nothing.

@@ -43,48 +43,42 @@ __device__ __forceinline__ uint64_t wgmma_desc_k64(const char *tile, int kk) { r
 // V (BN keys x DV features, e4m3, as a TMA box lands: byte f of key k at sw128_offset(k, f / 16, BN) + f % 16)
 // into Vt (DV rows of BN keys, K-major: key position p of feature f at sw128_offset(f, p / 16, DV) + p % 16
 // for wgmma_desc_k; BN 64: sw64_offset(f, p / 16) + p % 16 for wgmma_desc_k64), a step's keys in P's fragment
-// order; by 128 threads, this one t. Each takes 4 keys x 4 features at a time (four 4-byte reads, a byte
-// transpose, four 4-byte writes): the same 4 keys (key quad lq) in every round and features f0 + FSTEP r.
-// Lanes: lq % 4 = lane % 4, lq / 4 % 2 = lane / 16, feature quad lane / 4 % 4 (a warp's reads and writes each
-// on 16 banks, two lanes a bank); the rest of lq and f0 from the warp. So a write's swizzle is the same in
-// every round (rows f0 + j + FSTEP r, FSTEP a multiple of 8 rows) and a read's is an XOR with a constant:
-// one instruction per address. (The generic index math, ~90 instructions a round on the producer's warps,
-// held the FP8 prefill at 0.7x of bf16: PERF.md step 60.)
+// order (positions 4q .. 4q + 3 of a 16-key chunk: its keys 2q, 2q + 1, 2q + 8, 2q + 9); by 128 threads, this
+// one t. A warp moves 16 keys x 32 features a round: ldmatrix.trans on 16-bit units (matrices 0, 1: keys
+// 0-7, 8-15 of features 16U .. 16U + 15; 2, 3: the next 16 features) gives lane l (u = l / 4, q = l % 4) keys
+// 2q, 2q + 1 of features 2u, 2u + 1 in r0 and keys 2q + 8, 2q + 9 in r1; two byte permutes make the words of
+// features 2u and 2u + 1 in P's order, and stmatrix writes them as 8 rows (features) of 16 bytes. The rows
+// of a stored matrix are features 2u + (u >= 4) (and 2u + (u < 4)), so their swizzled chunks differ: no bank
+// conflicts (reads: 8 consecutive keys, likewise). A warp keeps its features and steps its keys: the read
+// address moves by 16 rows, the write's swizzle by an XOR. 16 shared accesses a thread a 16 KB block where
+// 4-byte loads and stores took 64 (PERF.md step 62).
 template <int BN, int DV>
 __device__ __forceinline__ void transpose_v_e4m3(const char *v, char *vt, int t) {
     static_assert((BN == 64 || BN == 128) && DV % 64 == 0, "Vt rows: 64 bytes (64-byte swizzle) or one 128-byte atom");
-    constexpr int WQ = BN / 32;                   // warps sharing a feature range (key quads 8 per lane pattern)
-    constexpr int ROUNDS = (BN / 4) * (DV / 4) / 128, FSTEP = 64 / WQ, CS = FSTEP / 16; // CS: chunks a round
-    int lane = t % 32, warp = t / 32;
-    int lq = (lane & 3) | (lane >> 4 & 1) << 2 | warp % WQ << 3;     // logical key quad: positions 4 lq .. + 3
-    int fq = lane >> 2 & 3, f0 = 4 * fq + 16 * (warp / WQ);           // first feature (round 0)
-    int w = lq % 8, k0 = 32 * (lq / 8) + 16 * (w / 4) + 2 * (w % 4);  // its keys: k0, + 1, + 8, + 9
-    const int keys[4] = {k0, k0 + 1, k0 + 8, k0 + 9};
-    // read j of round r: chunk c = f0 / 16 + CS r (c / 8: the atom, after BN rows of 128 bytes), swizzled by
-    // key % 8 into address bits 4-6, which the row's base leaves zero (the tile 1024-byte aligned): so the
-    // swizzle of round r is an XOR of the base with 16 (CS r % 8)
-    uint32_t rd[4], wr[4];
+    constexpr int NU = DV / 32, NC = BN / 16;                      // 32-feature groups, 16-key chunks
+    constexpr int GROUPS = NU >= 4 ? NU / 4 : 1, CHUNKS = NU >= 4 ? NC : NC / 2; // a warp's share
+    constexpr uint32_t ROW = BN == 64 ? 64 : 128;                  // Vt's row bytes
+    int lane = t % 32, warp = t / 32, i = lane / 8, j = lane % 8;
+    int u0 = NU >= 4 ? warp : warp % 2, c0 = NU >= 4 ? 0 : warp / 2 * CHUNKS; // first group, first key chunk
+    int chunk = 2 * u0 + i / 2, key = 16 * c0 + 8 * (i % 2) + j;  // this lane's row of matrix i (read)
+    uint32_t rd = smem_u32(v) + (uint32_t)((chunk >> 3) * BN + key) * 128u + (uint32_t)((chunk & 7) ^ j) * 16u;
+    int f = 16 * chunk + 2 * j + ((i % 2) ^ (j >= 4));             // this lane's row of matrix i (write)
+    uint32_t wr = smem_u32(vt) + (uint32_t)f * ROW +
+                  (BN == 64 ? (uint32_t)((c0 ^ (f >> 1)) & 3) * 16u : (uint32_t)((c0 ^ f) & 7) * 16u);
+    const uint32_t lo = lane < 16 ? 0x6420u : 0x7531u, hi = lane < 16 ? 0x7531u : 0x6420u; // even / odd feature
+    static_assert(CHUNKS % 2 == 0, "two rounds at a time");
 #pragma unroll
-    for (int j = 0; j < 4; j++)
-        rd[j] = (smem_u32(v) + keys[j] * 128 + 4 * fq) | 16u * (uint32_t)((f0 / 16) ^ (keys[j] & 7));
-    // write j of round r: row f0 + j + FSTEP r, the chunk of positions 4 lq .. (swizzled by the row, the same in every round)
+    for (int g = 0; g < GROUPS; g++)
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
-        int row = f0 + j, c = lq / 4;
-        wr[j] = smem_u32(vt) + (BN == 64 ? row * 64 + ((c ^ (row >> 1)) & 3) * 16 : row * 128 + ((c ^ row) & 7) * 16) +
-                4 * (lq % 4);
-    }
+        for (int c = 0; c < CHUNKS; c += 2) { // two loads in flight before the permutes (the loads' latency)
+            uint32_t r[2][4], w[4];
 #pragma unroll
-    for (int r = 0; r < ROUNDS; r++) {
-        uint32_t x[4];
-        const uint32_t atom = (uint32_t)(CS * r / 8) * BN * 128, cx = 16u * (uint32_t)(CS * r % 8);
+            for (int h = 0; h < 2; h++) ldsm_x4_trans(rd + (uint32_t)(g * BN * 128 + (c + h) * 16 * 128), r[h]);
 #pragma unroll
-        for (int j = 0; j < 4; j++) x[j] = lds_u32((rd[j] ^ cx) + atom);
-        uint32_t t0 = __byte_perm(x[0], x[1], 0x5140), t1 = __byte_perm(x[2], x[3], 0x5140); // features 0, 1
-        uint32_t t2 = __byte_perm(x[0], x[1], 0x7362), t3 = __byte_perm(x[2], x[3], 0x7362); // features 2, 3
-        const uint32_t out[4] = {__byte_perm(t0, t1, 0x5410), __byte_perm(t0, t1, 0x7632), __byte_perm(t2, t3, 0x5410),
-                                 __byte_perm(t2, t3, 0x7632)};
-#pragma unroll
-        for (int j = 0; j < 4; j++) sts_u32(wr[j] + FSTEP * r * (BN == 64 ? 64 : 128), out[j]);
-    }
+            for (int h = 0; h < 2; h++) {
+                w[0] = __byte_perm(r[h][0], r[h][1], lo), w[1] = __byte_perm(r[h][0], r[h][1], hi);
+                w[2] = __byte_perm(r[h][2], r[h][3], lo), w[3] = __byte_perm(r[h][2], r[h][3], hi);
+                stsm_x4((wr + (uint32_t)g * 128u * ROW) ^ (16u * (uint32_t)(c + h)), w);
+            }
+        }
 }
