@@ -39,7 +39,7 @@ template <typename T, int D, int DV> struct prefill_cfg {
     typedef wg_cfg<T, D, DV> type; // wg_shape holds its tile shape; wg_cfg's asserts reject what it cannot run
 };
 
-// The wgmma kernel's configs (persistent or four tiles per CTA, fwd_wgmma.cuh wg_tile_at) and the
+// The wgmma kernel's configs (persistent, or four or two tiles per CTA: fwd_wgmma.cuh wg_tile_at) and the
 // others (one tile per CTA).
 template <class C> struct is_wg {
     static constexpr bool value = false;
@@ -199,7 +199,7 @@ static fc_status resident_per_sm(K kernel, int bytes, int *n) {
 
 // Whether the wgmma prefill takes the persistent walk (fwd_wgmma.cuh wg_tile_at): wherever there is no mask.
 // It measured faster at up to 2k packed query rows per (sequence, KV head) for d >= 128 (PERF.md step 53d:
-// one pipeline fill per SM, not per four tiles), and since at every length and head dim (step 63: the grid
+// one pipeline fill per SM, not per four tiles), and since at every length and head dim (step 64: the grid
 // of four tiles a CTA ends in a partial wave where the CTAs are not a multiple of the SMs, e.g. d 96's 21
 // heads: 672 CTAs, 5.1 waves; d 96 4k-16k +17-24%, d 192 8k +20%, d 128 +4-7%, d 64 +2-7%). Past 2k rows
 // only where every sequence has the same keys (a dense cache, no seqused_k), so that its static walk stays

@@ -23,9 +23,10 @@
 #include "fwd_kernel.cuh"
 
 // The tile shape per head dims: key block BN and Q buffers (a ring over the CTA's tiles; two let the next
-// tile's Q load while the previous tile runs, where shared memory has room). d 256: O alone is 128
-// registers a thread and a 128-key block of K and V 128 KB, so 64-key blocks; d 192 / d_v 128 and d 256
-// have room for one Q buffer only.
+// tile's Q load while the previous tile runs, where shared memory has room). d 96: d 128's tiles, of which
+// it computes 96 features (DS, DVS: what is stored; PERF.md step 63). d 256: O alone is 128 registers a
+// thread and a 128-key block of K and V 128 KB, so 64-key blocks; d 192 / d_v 128 and d 256 have room for
+// one Q buffer only.
 // LAZY: FlashAttention-4's lazy rescale (softmax_update): measured +4-5% at d 128 and 256 (2k-16k), -2% at
 // d 64, where the block's few FMULs of O cost less than the vote that skips them (docs/PERF.md step 49).
 // O_TMA: the epilogue by TMA store through Q's buffer where the host allows it (wg_store_tma): +5-9% at 512
