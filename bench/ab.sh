@@ -7,7 +7,8 @@
 # bench/compare.py --fresh --flashc-only (its binding, its library) once per round, the order rotated by one
 # each round so no tree always runs first; prints every run's table. AB_FRESH=0 leaves out --fresh (a child
 # process a shape: ~35 s of device time each, which decode's paged shapes need and prefill's do not), and
-# with it the ceiling (--no-ceiling).
+# with it the ceiling (--no-ceiling). With $OUT set (the device tool's folder) every row also goes to
+# $OUT/ab-NAME.log, one file per tree, so a long A/B survives the tool's output tail.
 trees=${AB_TREES:?AB_TREES: name:dir pairs, the first one already built}
 rounds=${AB_ROUNDS:-2}
 set_=${AB_SET:-all}
@@ -28,10 +29,12 @@ while [ "$r" -lt "$rounds" ]; do
     list=$(echo $trees | tr ' ' '\n' | awk -v r="$r" '{a[NR-1]=$0} END {for (i = 0; i < NR; i++) print a[(i + r) % NR]}')
     for t in $list; do
         name=${t%%:*} dir=$(cd "${t#*:}" && pwd)
-        echo "== ab $name round $((r + 1))"
+        log=${OUT:+$OUT/ab-$name.log}
+        echo "== ab $name round $((r + 1))" | tee -a ${log:-/dev/null}
         for o in ${only:-""}; do # one compare.py per substring of AB_ONLY (or one over the whole set)
             FLASHC_LIB=$dir/build/libflashc.so PYTHONUNBUFFERED=1 python3 "$dir/bench/compare.py" $fresh --flashc-only \
-                --set "$set_" ${o:+"--only=$o"} --samples "${AB_SAMPLES:-20}" ${AB_FLAGS:-} 2>&1 | grep -E '^(decode|prefill)'
+                --set "$set_" ${o:+"--only=$o"} --samples "${AB_SAMPLES:-20}" ${AB_FLAGS:-} 2>&1 | grep -E '^(decode|prefill)' |
+                tee -a ${log:-/dev/null}
         done
     done
     r=$((r + 1))
