@@ -8,7 +8,8 @@
 # each round so no tree always runs first; prints every run's table. AB_FRESH=0 leaves out --fresh (a child
 # process a shape: ~35 s of device time each, which decode's paged shapes need and prefill's do not), and
 # with it the ceiling (--no-ceiling). With $OUT set (the device tool's folder) every row also goes to
-# $OUT/ab-NAME.log, one file per tree, so a long A/B survives the tool's output tail.
+# $OUT/ab-NAME.log, one file per tree, so a long A/B survives the tool's output tail. AB_BUILD=0 skips the
+# make of the other trees (their build/ was made elsewhere and carried: make would rebuild on new mtimes).
 trees=${AB_TREES:?AB_TREES: name:dir pairs, the first one already built}
 rounds=${AB_ROUNDS:-2}
 set_=${AB_SET:-all}
@@ -17,7 +18,7 @@ fresh="--fresh"
 if [ "${AB_FRESH:-1}" = 0 ]; then fresh="--no-ceiling"; fi
 first=1
 for t in $trees; do
-    if [ $first -eq 0 ]; then make -C "${t#*:}" -j16 all >"/tmp/ab-build-${t%%:*}.log" 2>&1 & fi
+    if [ $first -eq 0 ] && [ "${AB_BUILD:-1}" != 0 ]; then make -C "${t#*:}" -j16 all >"/tmp/ab-build-${t%%:*}.log" 2>&1 & fi
     first=0
 done
 wait
