@@ -547,6 +547,23 @@ static void sweep_masked(group *g) {
     }
 }
 
+/* The prefill walks over many (sequence, KV head)s: 64 to 128 of them, so that a masked persistent walk runs
+ * several rounds of W heads (fwd_wgmma.cuh wg_tile_at: W = slots / tiles a head, e.g. 44 at 3 tiles) in both
+ * snake directions, and the grid and static walks several tiles a CTA; causal, a local window, none. */
+static void sweep_walks(group *g) {
+    static const int dims[4] = {64, 96, 128, 256};
+    for (int i = 0; i < 8; i++) {
+        cfg c = cfg_base();
+        c.dt = DTYPES[i % 2];
+        c.d = c.d_v = dims[i % 4];
+        c.b = 8, c.h_q = c.h_k = i < 4 ? 8 : 16;
+        c.s_q = c.s_k = i % 3 == 0 ? 600 : i % 3 == 1 ? 300 : 130;
+        set_mask(&c, i % 3 == 2 ? 0 : i % 4 == 3 ? 2 : 1);
+        c.lse = i % 2;
+        run_case(g, &c);
+    }
+}
+
 /* Non-contiguous views: q/k/v slices of a packed qkv, padded strides (16-byte multiples). */
 static void sweep_strides(group *g) {
     for (int i = 0; i < 8; i++) {
@@ -702,7 +719,7 @@ int main(int argc, char **argv) {
         {"paged", sweep_paged},   {"varlen", sweep_varlen},   {"splits", sweep_splits},     {"decode", sweep_decode},
         {"append", sweep_append}, {"masked", sweep_masked},   {"strides", sweep_strides},   {"mixed", sweep_mixed},
         {"graph", sweep_graph},   {"odd_dims", sweep_odd_dims}, {"kv_index", sweep_kv_index},
-        {"fp8", sweep_fp8},       {"fp8q", sweep_fp8q},
+        {"fp8", sweep_fp8},       {"fp8q", sweep_fp8q},       {"walks", sweep_walks},
     };
     const char *only = argc > 1 ? argv[1] : NULL; /* optional: one group by name */
     if (harness_init("gpu_attn")) return 2;

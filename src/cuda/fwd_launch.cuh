@@ -197,16 +197,24 @@ static fc_status resident_per_sm(K kernel, int bytes, int *n) {
     return FC_OK;
 }
 
-// Whether the wgmma prefill takes the persistent walk (fwd_wgmma.cuh wg_tile_at): wherever there is no mask.
-// It measured faster at up to 2k packed query rows per (sequence, KV head) for d >= 128 (PERF.md step 53d:
+// The wgmma prefill's walk (fwd_wgmma.cuh wg_tile_at): the persistent one wherever there is no mask. It
+// measured faster at up to 2k packed query rows per (sequence, KV head) for d >= 128 (PERF.md step 53d:
 // one pipeline fill per SM, not per four tiles), and since at every length and head dim (step 64: the grid
 // of four tiles a CTA ends in a partial wave where the CTAs are not a multiple of the SMs, e.g. d 96's 21
 // heads: 672 CTAs, 5.1 waves; d 96 4k-16k +17-24%, d 192 8k +20%, d 128 +4-7%, d 64 +2-7%). Past 2k rows
 // only where every sequence has the same keys (a dense cache, no seqused_k), so that its static walk stays
 // balanced; ragged lengths keep the grid, whose CTAs the hardware hands out as SMs free up.
-static inline bool wg_persistent(const fc_problem *p) {
+// Under a mask (step 67) the persistent walk in rounds of W heads where its static pairs stay balanced:
+// every sequence as long (dense q and K/V, no seqused), one split, at most 16 tiles a head (2k packed rows),
+// and W ms CTAs (ms: a head's tiles, W = slots / ms) within 90% of the slots; else the grid.
+// Returns the CTAs of the persistent walk, or 0 for the grid.
+static inline int64_t wg_walk_ctas(const fc_problem *p, int64_t m_tiles, int splits, int64_t slots) {
     bool even = p->kv_layout == FC_KV_DENSE && !p->seqused_k;
-    return !wg_masked(*p) && (even || (int64_t)p->s_q * (p->h_q / p->h_k) <= 2048);
+    int64_t rows = (int64_t)p->s_q * (p->h_q / p->h_k), units = m_tiles * splits * p->batch * p->h_k;
+    if (!wg_masked(*p)) return even || rows <= 2048 ? (units < slots ? units : slots) : 0;
+    bool lpt = even && !p->cu_seqlens_q && !p->seqused_q && splits == 1 && m_tiles <= 16;
+    int64_t w = slots / m_tiles;
+    return lpt && w * m_tiles * 10 >= slots * 9 ? w * m_tiles : 0;
 }
 
 // Query tiles per CTA of the grid walk (masked prefill: fwd_wgmma.cuh wg_tile_at): 4, two snake pairs (one
@@ -238,19 +246,17 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
         if (z > 65535 || ws.splits > 65535 || units > 0x7fffffff) // groups <= units
             return fc_fail(FC_ERR_UNSUPPORTED, "q", "too many work units for the CUDA kernel (%lld tiles x %d splits x %lld)",
                            (long long)m_tiles, ws.splits, (long long)z);
-        if (wg_persistent(p)) { // a grid of as many CTAs as fit at once, walking the units (wg_tile_at)
-            int per_sm = 1;
-            fc_status st = allow_smem<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES);
-            if (st == FC_OK) st = resident_per_sm<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES, &per_sm);
-            if (st != FC_OK) return st;
-            int64_t ctas = (int64_t)sm_count() * per_sm;
-            fwd_wgmma_kernel<C, true><<<(unsigned)(units < ctas ? units : ctas), C::THREADS, C::SMEM_BYTES, stream>>>(
-                *p, ws, wg_tma_of<C>(p, ws.splits));
+        int per_sm = 1;
+        fc_status st = allow_smem<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES);
+        if (st == FC_OK) st = resident_per_sm<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES, &per_sm);
+        if (st != FC_OK) return st;
+        int64_t ctas = wg_walk_ctas(p, m_tiles, ws.splits, (int64_t)sm_count() * per_sm);
+        if (ctas > 0) { // a grid of at most as many CTAs as fit at once, walking the units (wg_tile_at)
+            fwd_wgmma_kernel<C, true><<<(unsigned)ctas, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, wg_tma_of<C>(p, ws.splits));
             FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
             return FC_OK;
         }
-        int per_sm = 1;
-        fc_status st = allow_smem<C>(fwd_wgmma_kernel<C, false>, C::SMEM_BYTES);
+        st = allow_smem<C>(fwd_wgmma_kernel<C, false>, C::SMEM_BYTES);
         if (st == FC_OK) st = resident_per_sm<C>(fwd_wgmma_kernel<C, false>, C::SMEM_BYTES, &per_sm);
         if (st != FC_OK) return st;
         int tiles = wg_grid_tiles(m_tiles, ws.splits * z, (int64_t)sm_count() * per_sm);

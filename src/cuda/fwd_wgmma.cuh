@@ -149,10 +149,12 @@ __device__ __forceinline__ wg_smem wg_smem_of(char *raw) {
 //   CTA x takes its head's tiles x, 2X - 1 - x, 2X + x, ... (a snake: under a causal mask each pair of its
 //   tiles adds up to about the same number of key blocks), and the hardware hands CTAs to SMs as they free
 //   up, which balances the rest.
-// - persistent (P true; no mask, every tile as long): X = as many CTAs as fit on the GPU at once; step k of
-//   CTA x takes unit kX + x of the head-major order (a (sequence, KV head)'s tiles in a row: the CTAs
-//   running at once share its K/V in L2). One pipeline fill per SM instead of one per four tiles. (A static
-//   walk cannot balance causal tiles: measured 6-60% slower there, PERF.md step 53b.)
+// - persistent (P true): X = as many CTAs as fit on the GPU at once; without a mask (every tile as long),
+//   step k of CTA x takes unit kX + x of the head-major order (a (sequence, KV head)'s tiles in a row: the
+//   CTAs running at once share its K/V in L2). One pipeline fill per SM instead of one per four tiles.
+//   Under a mask, where a head's tiles divide the slots evenly (the host's wg_walk_ctas): rounds of W heads,
+//   longest tile first, in snake pairs (wg_tile_at). (A static walk over rounds that do not line up with
+//   the heads cannot balance causal tiles: measured 6-60% slower, PERF.md step 53b.)
 __host__ __device__ __forceinline__ bool wg_masked(const fc_problem &p) {
     return p.window_left >= 0 || p.window_right >= 0;
 }
@@ -165,6 +167,10 @@ __host__ __device__ __forceinline__ int64_t wg_query_tiles(const fc_problem &p, 
 template <class C, bool P>
 __device__ __forceinline__ int wg_steps(const fc_problem &p, int splits) {
     if constexpr (!P) return (int)(((unsigned)wg_query_tiles(p, C::BM) + gridDim.x - 1) / gridDim.x);
+    if (wg_masked(p)) { // rounds of W heads' tiles (wg_tile_at)
+        unsigned w = gridDim.x / (unsigned)wg_query_tiles(p, C::BM), z = (unsigned)(p.batch * p.h_k);
+        return (int)((z + w - 1) / w);
+    }
     unsigned units = (unsigned)wg_query_tiles(p, C::BM) * splits * p.batch * p.h_k; // < 2^31 (fwd_launch.cuh)
     return units > blockIdx.x ? (units - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
 }
@@ -179,6 +185,20 @@ __device__ __forceinline__ bool wg_tile_at(const fc_problem &p, int splits, int 
         t.split = blockIdx.y;
         t.hk = blockIdx.z % p.h_k;
         t.b = blockIdx.z / p.h_k;
+    } else if (wg_masked(p)) {
+        // Masked (one split; the host makes gridDim.x = W ms, ms the query tiles of a head): round k takes W
+        // heads, k W .. k W + W - 1, their tiles longest first (the last tile sees the most keys under a
+        // causal mask) at positions q = 0, 1, ..., the tiles of one length W in a row; CTA x takes position
+        // x in even rounds and X - 1 - x in odd ones, so two rounds add up to two tiles of lengths summing to
+        // about the longest plus the shortest (LPT pairs, as the grid's snake), and the CTAs at work share the
+        // round's W heads' K/V in L2.
+        unsigned ms = (unsigned)wg_query_tiles(p, C::BM), w = gridDim.x / ms, z = (unsigned)(p.batch * p.h_k);
+        unsigned q = k % 2 ? gridDim.x - 1 - blockIdx.x : blockIdx.x, zi = (unsigned)k * w + q % w;
+        bool some = zi < z;
+        t.m0 = some ? (int)(ms - 1 - q / w) * C::BM : 0x3fffffff; // a round past the last head: no rows
+        t.split = 0;
+        t.hk = some ? (int)(zi % p.h_k) : 0;
+        t.b = some ? (int)(zi / p.h_k) : 0;
     } else {
         // 32-bit (the host keeps units under 2^31): 64-bit divisions were part of the ~2k cycles between tiles
         unsigned ms = (unsigned)wg_query_tiles(p, C::BM) * splits, g = blockIdx.x + (unsigned)k * gridDim.x;
