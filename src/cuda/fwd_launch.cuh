@@ -3,6 +3,7 @@
 // fwd_fp8.cu: fwd_launch_unit), so that make -j compiles them at once; fwd.cu dispatches to them.
 #pragma once
 #include <cudaTypedefs.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <type_traits>
@@ -158,14 +159,16 @@ template <class C> struct qbuf_of<C, decltype(void(C::QBUF))> {
     static constexpr int n = C::QBUF;
 };
 
-static inline int sm_count(void) {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+// An attribute of the current device, or `otherwise` where the runtime cannot tell.
+static inline int device_attr(cudaDeviceAttr a, int otherwise) {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, a, dev) != cudaSuccess || v <= 0) {
         cudaGetLastError();
-        sms = 132;
+        v = otherwise;
     }
-    return sms;
+    return v;
 }
+static inline int sm_count(void) { return device_attr(cudaDevAttrMultiProcessorCount, 132); }
 
 // cudaFuncSetAttribute(kernel, max dynamic shared memory) once per kernel (config C and VARIANT, which tells
 // apart kernels of one config and one type: the wgmma kernel's two walks) and device: the attribute stays
@@ -218,16 +221,21 @@ static inline int64_t wg_walk_ctas(const fc_problem *p, int64_t m_tiles, int spl
 }
 
 // Query tiles per CTA of the grid walk (masked prefill: fwd_wgmma.cuh wg_tile_at): 4, two snake pairs (one
-// pipeline fill per four tiles), or 2 where four leave the last wave of CTAs much emptier. The pairs make
-// the CTAs about equally long, so a wave's fill is the walk's: d 96's 21 heads ran 672 CTAs in 5.1 waves of
-// 132 (6 rounds, 85%), two tiles a CTA 1344 in 10.2 (93%); d 192's 10 heads 2.4 waves (81%), 4.8 (97%).
-static inline int wg_grid_tiles(int64_t m_tiles, int64_t others, int64_t slots) {
-    double fill[2];
+// pipeline fill per four tiles), or 2 where four leave the last wave of CTAs much emptier, or where the K/V
+// that the CTAs running at once read does not stay in L2. The pairs make the CTAs about equally long, so a
+// wave's fill is the walk's: d 96's 21 heads ran 672 CTAs in 5.1 waves of 132 (6 rounds, 85%), two tiles a
+// CTA 1344 in 10.2 (93%); d 192's 10 heads 2.4 waves (81%), 4.8 (97%). A CTA reads its (sequence, KV head)'s
+// keys once per tile, and the X = m_tiles / tiles CTAs of one head share them: at d 256 with four tiles a
+// CTA, 132 heads' K/V (66 MB at 512 keys) were live at once, and a causal s512 call read 368 MB from DRAM for
+// 201 MB of Q, K and V (ncu; PERF.md step 66). kv_bytes: one (sequence, KV head, split)'s keys.
+static inline int wg_grid_tiles(int64_t m_tiles, int64_t others, int64_t slots, double kv_bytes, double l2_bytes) {
+    double fill[2], live[2];
     for (int i = 0; i < 2; i++) {
-        int64_t tiles = 4 >> i, ctas = (m_tiles + tiles - 1) / tiles * others, rounds = (ctas + slots - 1) / slots;
+        int64_t tiles = 4 >> i, x = (m_tiles + tiles - 1) / tiles, ctas = x * others, rounds = (ctas + slots - 1) / slots;
         fill[i] = (double)ctas / (double)(rounds * slots);
+        live[i] = fmin((double)slots / (double)x, (double)others) * kv_bytes; // K/V of the heads running at once
     }
-    return fill[1] > fill[0] + 0.05 ? 2 : 4;
+    return fill[1] > fill[0] + 0.05 || live[0] > 0.8 * l2_bytes ? 2 : 4;
 }
 
 template <class C>
@@ -259,7 +267,9 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
         st = allow_smem<C>(fwd_wgmma_kernel<C, false>, C::SMEM_BYTES);
         if (st == FC_OK) st = resident_per_sm<C>(fwd_wgmma_kernel<C, false>, C::SMEM_BYTES, &per_sm);
         if (st != FC_OK) return st;
-        int tiles = wg_grid_tiles(m_tiles, ws.splits * z, (int64_t)sm_count() * per_sm);
+        double kv_bytes = (double)p->s_k * (p->d + p->d_v) * C::EB / ws.splits;
+        int tiles = wg_grid_tiles(m_tiles, ws.splits * z, (int64_t)sm_count() * per_sm, kv_bytes,
+                                  device_attr(cudaDevAttrL2CacheSize, 50 << 20));
         dim3 grid((unsigned)((m_tiles + tiles - 1) / tiles), (unsigned)ws.splits, (unsigned)z);
         fwd_wgmma_kernel<C, false><<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, wg_tma_of<C>(p, ws.splits));
         FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
