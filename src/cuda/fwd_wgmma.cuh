@@ -36,33 +36,58 @@
 // registers, S 32); Q in half the bytes, so two buffers at d 256 too; the lazy rescale (P up to 2^8 before it
 // is rounded to e4m3, whose relative precision is the same there: flashc.h); no O by TMA store (O in T is
 // twice Q's buffer).
+// CONSUMERS: consumer warpgroups (64 rows each), with the registers of the producer warpgroup and of
+// each consumer thread (128 PRODUCER_REGS + 128 CONSUMERS CONSUMER_REGS <= 64 K). d 64: three, as
+// FlashAttention-3 runs it (192-row tiles): its block loop is short, and two warps a scheduler left the
+// issue slots half idle (ncu, PERF.md step 66); 160 registers hold its S (64), O (32) and P (32).
+#ifndef FC_D64_PREGS
+#define FC_D64_PREGS 32
+#endif
+#ifndef FC_D64_TURNS
+#define FC_D64_TURNS 1
+#endif
+#ifndef FC_D64_CREGS
+#define FC_D64_CREGS 160
+#endif
 template <int D, int DV, bool FP8 = false> struct wg_shape {
-    static constexpr int BN = 128, QBUF = 2;      // d 64, 128: 16 + 2 x 32 KB, 32 + 2 x 64 KB
+    static constexpr int BN = 128, QBUF = 2;      // d 128: 32 + 2 x 64 KB
     static constexpr bool LAZY = D >= 128, O_TMA = true;
+    static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216; // the producer spills at 56
+};
+template <> struct wg_shape<64, 64> {
+    static constexpr int BN = 128, QBUF = 2;      // 2 x 24 KB Q + 2 x (16 + 16) KB K/V
+    static constexpr bool LAZY = false, O_TMA = true;
+    static constexpr int CONSUMERS = 3, PRODUCER_REGS = FC_D64_PREGS, CONSUMER_REGS = FC_D64_CREGS;
 };
 template <> struct wg_shape<128, 128, true> {
     static constexpr int BN = 128, QBUF = 2;      // 2 x 16 KB Q + 2 x (16 + 16) KB K/Vt + 2 x 16 KB V landing
     static constexpr bool LAZY = true, O_TMA = false;
+    static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<256, 256, true> {
     static constexpr int BN = 64, QBUF = 2;       // 2 x 32 KB Q + 2 x (16 + 16) KB K/Vt + 2 x 16 KB V landing
     static constexpr bool LAZY = true, O_TMA = false;
+    static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<96, 96> {
     static constexpr int BN = 128, QBUF = 2;      // d 128's tiles (its 128-byte rows, features 96-127 never read)
     static constexpr bool LAZY = true, O_TMA = true;
+    static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<192, 128> {
     static constexpr int BN = 128, QBUF = 1;      // 48 KB Q + 2 x (48 + 32) KB K/V
     static constexpr bool LAZY = true, O_TMA = false;
+    static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<192, 192> {
     static constexpr int BN = 96, QBUF = 1;       // 48 KB Q + 2 x (36 + 36) KB K/V
     static constexpr bool LAZY = true, O_TMA = false;
+    static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<256, 256> {
     static constexpr int BN = 64, QBUF = 1;       // 64 KB Q + 2 x (32 + 32) KB K/V
     static constexpr bool LAZY = true, O_TMA = true;
+    static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 
 // T: the output's type (and the inputs' unless E says otherwise); E: the type of Q, K and V as they sit in
@@ -77,12 +102,13 @@ struct wg_cfg {
     static constexpr int EB = sizeof(E), FA = 128 / EB;             // bytes per element, elements per atom row
     static constexpr bool FP8 = EB == 1;
     typedef wg_shape<D_, DV_, FP8> shape;
-    static constexpr int D = D_, DV = DV_, BN = shape::BN, STAGES = 2, CONSUMERS = 2;
+    static constexpr int D = D_, DV = DV_, BN = shape::BN, STAGES = 2, CONSUMERS = shape::CONSUMERS;
     static constexpr int DS = (D + FA - 1) / FA * FA, DVS = (DV + FA - 1) / FA * FA; // stored: whole 128-byte atoms
     static constexpr int PK = 32 / EB, PA = BN / PK * 4;             // keys per P·V k-step; P's fragment registers
     static constexpr int QBUF = shape::QBUF;                         // Q buffers, a ring over the tiles
     static constexpr bool LAZY = shape::LAZY;                        // lazy rescale (softmax_update)
     static constexpr bool O_TMA = shape::O_TMA;                      // the epilogue may store by TMA (wg_store_tma)
+    static constexpr bool TURNS = CONSUMERS == 2 || FC_D64_TURNS;  // the consumers take turns at the GEMMs (wg_turn_wait)
     static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
     static constexpr int MT = 1, ROWS = 2, NWARPS = 4 * CONSUMERS; // fwd_kernel's view of a consumer warp
     static constexpr bool HEAD_MAJOR = false;
@@ -93,13 +119,13 @@ struct wg_cfg {
     static constexpr int TABLE_BYTES = 2 * 2 * BN * 8;               // two row tables (K, V offsets), alternating
     static constexpr int BAR_BYTES = (2 * QBUF + 4 * STAGES + 2) * 8;
     static constexpr int SMEM_BYTES = 1024 + QBUF * Q_BYTES + STAGES * STAGE_BYTES + LAND_BYTES + TABLE_BYTES + BAR_BYTES;
-    static constexpr int PRODUCER_REGS = 72, CONSUMER_REGS = 216;   // 128 * 72 + 256 * 216 = 384 * 168 (the producer spills at 56)
+    static constexpr int PRODUCER_REGS = shape::PRODUCER_REGS, CONSUMER_REGS = shape::CONSUMER_REGS;
     static_assert(D % 32 == 0 && DV % 32 == 0, "wgmma tiles: d and d_v multiples of 32 (P·V: one wgmma of N = d_v)");
     static_assert(!FP8 || (D == DV && (BN == 128 || BN == 64)), "FP8: Vt rows of 128 keys (128-byte swizzle) or 64 (64-byte)");
     static_assert(BN == 64 || BN == 96 || BN == 128, "S = Q K^T is one wgmma of N = BN; a producer thread per key row");
     static_assert(QBUF == 1 || QBUF == 2, "Q buffers");
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one CTA");
-    static_assert(CONSUMERS == 2, "the consumers take turns in pairs (wg_step)");
+    static_assert(CONSUMERS == 2 || CONSUMERS == 3, "consumer warpgroups: named barriers 2 + g (epilogue), 8 + g (turns)");
     static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536 / THREADS / 8 * 8 * THREADS,
                   "setmaxnreg.inc waits forever for registers the CTA does not have");
 };
@@ -609,11 +635,21 @@ __device__ __forceinline__ void wg_wait_after_softmax(const row_softmax *st) {
     wgmma_wait<0>();
 }
 
-// FlashAttention-3's order: the two consumer warpgroups take turns issuing a block's GEMMs (named
-// barriers 4 + wg), so one's softmax runs while the other's GEMMs do. Warpgroup 1 opens the turns of a
-// tile (wg_turns_open) and passes none after its last block, so each barrier sees as many arrivals as waits.
+// FlashAttention-3's order: the consumer warpgroups take turns issuing a block's GEMMs, in a ring (named
+// barrier 8 + wg: warpgroup wg's turn, passed on by wg - 1), so one's softmax runs while another's GEMMs do.
+// The last warpgroup opens the turns of a tile (wg_turns_open) and passes none after its last block, so
+// each barrier sees as many arrivals as waits.
+template <class C>
 __device__ __forceinline__ void wg_turns_open(int wg, int n_blocks) {
-    if (wg == 1 && n_blocks >= 2) named_bar_arrive(4, 256);
+    if (C::TURNS && wg == C::CONSUMERS - 1 && n_blocks >= 2) named_bar_arrive(8, 256);
+}
+template <class C>
+__device__ __forceinline__ void wg_turn_wait(int wg) {
+    if (C::TURNS) named_bar_sync(8 + wg, 256);
+}
+template <class C>
+__device__ __forceinline__ void wg_turn_pass(int wg, bool last) {
+    if (C::TURNS && (wg < C::CONSUMERS - 1 || !last)) named_bar_arrive(8 + (wg + 1) % C::CONSUMERS, 256);
 }
 
 // Block it >= 1 (ring position g = pos + it): issue S(it) and PV(it - 1) in this warpgroup's turn; the
@@ -626,10 +662,10 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
     float rescale[2];
     wg_acquire(&sm.k_full[cur], (g / C::STAGES) & 1);
     wg_acquire(&sm.v_full[prev], ((g - 1) / C::STAGES) & 1);
-    named_bar_sync(4 + wg, 256);
+    wg_turn_wait<C>(wg);
     wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
     wg_pv<C>(w.pa, sm.stages + prev * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0]);
-    if (wg == 0 || it < t.n_hi - t.n_lo - 1) named_bar_arrive(5 - wg, 256);
+    wg_turn_pass<C>(wg, it == t.n_hi - t.n_lo - 1);
     wgmma_wait<1>(); // S(it) is in; PV(it - 1) may still run
     wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
     wg_release(&sm.k_empty[cur]);
@@ -677,7 +713,7 @@ __device__ __forceinline__ void wg_blocks(const score_consts &sc, const fwd_tile
         wg_first<C, true, PLAIN>(sc, t, sm, sq, pos, w);
     else
         wg_first<C, false, PLAIN>(sc, t, sm, sq, pos, w);
-    wg_turns_open(threadIdx.x / 128, n_blocks);
+    wg_turns_open<C>(threadIdx.x / 128, n_blocks);
     int it = 1;
 #pragma unroll 1
     for (; it < n_blocks && masked(it); it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);
