@@ -40,15 +40,6 @@
 // each consumer thread (128 PRODUCER_REGS + 128 CONSUMERS CONSUMER_REGS <= 64 K). d 64: three, as
 // FlashAttention-3 runs it (192-row tiles): its block loop is short, and two warps a scheduler left the
 // issue slots half idle (ncu, PERF.md step 66); 160 registers hold its S (64), O (32) and P (32).
-#ifndef FC_D64_PREGS
-#define FC_D64_PREGS 32
-#endif
-#ifndef FC_D64_TURNS
-#define FC_D64_TURNS 1
-#endif
-#ifndef FC_D64_CREGS
-#define FC_D64_CREGS 160
-#endif
 template <int D, int DV, bool FP8 = false> struct wg_shape {
     static constexpr int BN = 128, QBUF = 2;      // d 128: 32 + 2 x 64 KB
     static constexpr bool LAZY = D >= 128, O_TMA = true;
@@ -57,7 +48,7 @@ template <int D, int DV, bool FP8 = false> struct wg_shape {
 template <> struct wg_shape<64, 64> {
     static constexpr int BN = 128, QBUF = 2;      // 2 x 24 KB Q + 2 x (16 + 16) KB K/V
     static constexpr bool LAZY = false, O_TMA = true;
-    static constexpr int CONSUMERS = 3, PRODUCER_REGS = FC_D64_PREGS, CONSUMER_REGS = FC_D64_CREGS;
+    static constexpr int CONSUMERS = 3, PRODUCER_REGS = 32, CONSUMER_REGS = 160;
 };
 template <> struct wg_shape<128, 128, true> {
     static constexpr int BN = 128, QBUF = 2;      // 2 x 16 KB Q + 2 x (16 + 16) KB K/Vt + 2 x 16 KB V landing
@@ -108,7 +99,6 @@ struct wg_cfg {
     static constexpr int QBUF = shape::QBUF;                         // Q buffers, a ring over the tiles
     static constexpr bool LAZY = shape::LAZY;                        // lazy rescale (softmax_update)
     static constexpr bool O_TMA = shape::O_TMA;                      // the epilogue may store by TMA (wg_store_tma)
-    static constexpr bool TURNS = CONSUMERS == 2 || FC_D64_TURNS;  // the consumers take turns at the GEMMs (wg_turn_wait)
     static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
     static constexpr int MT = 1, ROWS = 2, NWARPS = 4 * CONSUMERS; // fwd_kernel's view of a consumer warp
     static constexpr bool HEAD_MAJOR = false;
@@ -638,18 +628,15 @@ __device__ __forceinline__ void wg_wait_after_softmax(const row_softmax *st) {
 // FlashAttention-3's order: the consumer warpgroups take turns issuing a block's GEMMs, in a ring (named
 // barrier 8 + wg: warpgroup wg's turn, passed on by wg - 1), so one's softmax runs while another's GEMMs do.
 // The last warpgroup opens the turns of a tile (wg_turns_open) and passes none after its last block, so
-// each barrier sees as many arrivals as waits.
+// each barrier sees as many arrivals as waits. (d 64's three without turns measured the same: PERF.md step 70.)
 template <class C>
 __device__ __forceinline__ void wg_turns_open(int wg, int n_blocks) {
-    if (C::TURNS && wg == C::CONSUMERS - 1 && n_blocks >= 2) named_bar_arrive(8, 256);
+    if (wg == C::CONSUMERS - 1 && n_blocks >= 2) named_bar_arrive(8, 256);
 }
-template <class C>
-__device__ __forceinline__ void wg_turn_wait(int wg) {
-    if (C::TURNS) named_bar_sync(8 + wg, 256);
-}
+__device__ __forceinline__ void wg_turn_wait(int wg) { named_bar_sync(8 + wg, 256); }
 template <class C>
 __device__ __forceinline__ void wg_turn_pass(int wg, bool last) {
-    if (C::TURNS && (wg < C::CONSUMERS - 1 || !last)) named_bar_arrive(8 + (wg + 1) % C::CONSUMERS, 256);
+    if (wg < C::CONSUMERS - 1 || !last) named_bar_arrive(8 + (wg + 1) % C::CONSUMERS, 256);
 }
 
 // Block it >= 1 (ring position g = pos + it): issue S(it) and PV(it - 1) in this warpgroup's turn; the
@@ -662,7 +649,7 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
     float rescale[2];
     wg_acquire(&sm.k_full[cur], (g / C::STAGES) & 1);
     wg_acquire(&sm.v_full[prev], ((g - 1) / C::STAGES) & 1);
-    wg_turn_wait<C>(wg);
+    wg_turn_wait(wg);
     wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
     wg_pv<C>(w.pa, sm.stages + prev * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0]);
     wg_turn_pass<C>(wg, it == t.n_hi - t.n_lo - 1);
