@@ -713,9 +713,16 @@ __device__ __forceinline__ void wg_blocks(const score_consts &sc, const fwd_tile
 
 // The epilogue by TMA store (tm.o_kind: dense, one split; rows past s_q are outside the map): its O,
 // normalised and rounded to T, into its own rows of the tile's Q buffer (its last S is in; the layout the
-// Q boxes came in), then one thread stores them, DV / 64 boxes, and gives the buffer back once they are
-// read. store_rows' four-byte stores from registers took 3-16k cycles a tile under the K/V stream
-// (PERF.md step 58).
+// Q boxes came in), then one thread stores them, DV / 64 boxes. The buffer goes back once they are read
+// (wg_release_stored): with two Q buffers at the start of the warpgroup's next tile, so that the read's
+// ~1k cycles pass under the tile's setup instead of holding warp 0 (and with it the next tile's first
+// wgmma, which waits for all four warps; PERF.md step 71); with one, at once (the next tile's Q waits for
+// it). store_rows' four-byte stores from registers took 3-16k cycles a tile under the K/V stream (step 58).
+__device__ __forceinline__ void wg_release_stored(uint64_t *q_empty) {
+    if (threadIdx.x % 128 == 0) tma_store_wait_read();
+    wg_release(q_empty); // warp 0 of the warpgroup only after its thread 0 saw the boxes read
+}
+
 template <class C>
 __device__ void wg_store_tma(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, const wg_regs<C> &w, char *q,
                              uint64_t *q_empty, int g) {
@@ -739,18 +746,18 @@ __device__ void wg_store_tma(const fc_problem &p, const fwd_tile &t, const wg_tm
         for (int f = 0; f < C::DVS / 64; f++) // a box past d_v (d 96: features 96-127) is clipped by the map
             tma_store_4d(&tm.o, q + f * C::BM * 128 + 64 * g * 128, 64 * f, t.hk * t.group, row, outer);
         tma_store_commit();
-        tma_store_wait_read();
     }
-    wg_release(q_empty); // warp 0 of the warpgroup only after its thread 0 saw the boxes read
+    if (C::QBUF == 1) wg_release_stored(q_empty);
 }
 
 // Warpgroup g's 64 rows of tile t (the CTA's tile k, its Q in buffer k % QBUF, filled there for the uses-th time;
 // its blocks from ring position pos)
 // against the split's key blocks, then the epilogue. Plain scores (no softcap, no ALiBi, scale > 0: the
 // common case) take the path with the scale folded into the exponent.
+// stored: the Q buffer (+ 1) whose O the previous tile stored by TMA and that is not given back yet, or 0.
 template <class C>
 __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm, int k,
-                                int uses, int pos) {
+                                int uses, int pos, int &stored) {
     int g = threadIdx.x / 128;
     score_consts sc = score_consts_of(p, t.s.s_q, t.s.s_k);
     wg_regs<C> w;
@@ -768,6 +775,8 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
     float out_scale = 1.0f;
     if constexpr (C::FP8) out_scale = apply_descales(p, t, sc);
 
+    if (stored) wg_release_stored(&sm.q_empty[stored - 1]);
+    stored = 0;
     if (t.n_hi > t.n_lo) {
         int b = k % C::QBUF;
         char *q = sm.q + b * C::Q_BYTES;
@@ -783,24 +792,27 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
         else
             wg_blocks<C, false>(sc, t, sm, tm, sq, &sm.q_empty[b], pos, w);
     }
-    if (!C::FP8 && t.n_hi > t.n_lo && wg_o_by_tma(tm))
+    if (!C::FP8 && t.n_hi > t.n_lo && wg_o_by_tma(tm)) {
         wg_store_tma<C>(p, t, tm, w, sm.q + k % C::QBUF * C::Q_BYTES, &sm.q_empty[k % C::QBUF], g);
-    else
+        if (C::QBUF > 1) stored = k % C::QBUF + 1;
+    } else
         store_rows<C>(p, t, ws, w.o, w.st, out_scale);
 }
 
 template <class C, bool P>
 __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
     int pos = 0, uses0 = 0, uses1 = 0; // tiles through Q buffers 0 and 1
+    int stored = 0;                    // a Q buffer (+ 1) holding O on its way out (wg_store_tma)
     int steps = wg_steps<C, P>(p, ws.splits);
     for (int k = 0; k < steps; k++) {
         fwd_tile t;
         if (!wg_tile_at<C, P>(p, ws.splits, k, t)) continue;
         int qb = k % C::QBUF;
-        wg_consume_tile<C>(p, t, ws, sm, tm, k, qb ? uses1 : uses0, pos);
+        wg_consume_tile<C>(p, t, ws, sm, tm, k, qb ? uses1 : uses0, pos, stored);
         if (t.n_hi > t.n_lo) (qb ? uses1 : uses0)++; // the producer loads Q only for tiles with key blocks
         pos += t.n_hi - t.n_lo;
     }
+    if (stored) wg_release_stored(&sm.q_empty[stored - 1]); // (shared memory must outlive the store's reads)
 }
 
 // ---------------------------------------------------------------------------------------------
