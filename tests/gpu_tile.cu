@@ -639,6 +639,56 @@ static void test_reductions(void) {
     cudaFree(dx); cudaFree(dout);
 }
 
+// div_of / mod_of (tile/math.cuh) against the division they replace: divisors 1 .. 4096, powers of two, and
+// large and random ones up to 2^31 - 1, each with dividends at 0, around multiples of it, random ones and 2^31 - 1.
+__global__ void k_fastdiv(const fastdiv *f, const unsigned *x, unsigned *q, unsigned *r, int nx) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x, k = blockIdx.y;
+    if (i < nx) q[k * nx + i] = div_of(x[k * nx + i], f[k]), r[k * nx + i] = mod_of(x[k * nx + i], f[k]);
+}
+static void test_fastdiv(void) {
+    const int nd = 4096 + 31 + 64, nx = 256;
+    static fastdiv f[nd];
+    static unsigned x[nd * nx], q[nd * nx], r[nd * nx];
+    unsigned seed = 7;
+    for (int k = 0; k < nd; k++) {
+        unsigned d = k < 4096 ? k + 1 : k < 4096 + 31 ? 1u << (k - 4096) : 0x7fffffffu - (unsigned)(k - 4127) * 0x1000193u;
+        if (k >= 4096 + 31 + 32) d = (seed = seed * 1664525u + 1013904223u) % 0x7fffffffu + 1;
+        f[k] = fastdiv_of(d);
+        for (int i = 0; i < nx; i++) {
+            unsigned v;
+            if (i == 0) v = 0;
+            else if (i == 1) v = 0x7fffffffu;
+            else if (i < 64) v = (unsigned)(((unsigned long long)d * (i / 2) + (i % 2 ? d - 1 : 0)) & 0x7fffffffu);
+            else v = (seed = seed * 1664525u + 1013904223u) & 0x7fffffffu;
+            x[k * nx + i] = v;
+        }
+    }
+    fastdiv *df;
+    unsigned *dx, *dq, *dr;
+    CK(cudaMalloc(&df, sizeof f));
+    CK(cudaMalloc(&dx, sizeof x));
+    CK(cudaMalloc(&dq, sizeof q));
+    CK(cudaMalloc(&dr, sizeof r));
+    CK(cudaMemcpy(df, f, sizeof f, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dx, x, sizeof x, cudaMemcpyHostToDevice));
+    CK(cudaMemset(dq, 0xff, sizeof q));
+    k_fastdiv<<<dim3(nx / 128, nd), 128>>>(df, dx, dq, dr, nx);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(q, dq, sizeof q, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(r, dr, sizeof r, cudaMemcpyDeviceToHost));
+    int bad = 0;
+    char msg[160] = "";
+    for (int k = 0; k < nd; k++)
+        for (int i = 0; i < nx; i++) {
+            unsigned v = x[k * nx + i], d = f[k].d;
+            if (q[k * nx + i] != v / d || r[k * nx + i] != v % d) {
+                if (!bad++) snprintf(msg, sizeof msg, "%u / %u: got %u rem %u", v, d, q[k * nx + i], r[k * nx + i]);
+            }
+        }
+    check(bad == 0, "div_of / mod_of equal / and % (divisors 1 .. 2^31 - 1, dividends < 2^31)", msg);
+    cudaFree(df), cudaFree(dx), cudaFree(dq), cudaFree(dr);
+}
+
 int main(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -651,6 +701,7 @@ int main(void) {
     test_mma<__nv_bfloat16>("mma m16n8k16 bf16 (fragment layout, fp32 accumulate)", f2bf, bf2f);
     test_mma<__half>("mma m16n8k16 fp16 (fragment layout, fp32 accumulate)", f2h, h2f);
     test_pack2();
+    test_fastdiv();
     test_wgmma<__nv_bfloat16, 128, 0>("wgmma m64n128k16 bf16, A and B from smem (K-major)", f2bf, bf2f);
     test_wgmma<__nv_bfloat16, 128, 1>("wgmma m64n128k16 bf16, A from registers, B K-major", f2bf, bf2f);
     test_wgmma<__nv_bfloat16, 128, 2>("wgmma m64n128k16 bf16, A from registers, B MN-major (transposed)", f2bf, bf2f);

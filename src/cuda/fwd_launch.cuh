@@ -238,6 +238,17 @@ static inline int wg_grid_tiles(int64_t m_tiles, int64_t others, int64_t slots, 
     return fill[1] > fill[0] + 0.05 || live[0] > 0.8 * l2_bytes ? 2 : 4;
 }
 
+// The divisors of the wgmma kernel's walk (wg_tma; fwd_wgmma.cuh wg_tile_at), all < 2^31 (launch checks
+// the units): m_tiles query tiles a (sequence, KV head), splits, h_k, the GQA group, w heads a round.
+static inline void wg_walk_divisors(wg_tma *tm, const fc_problem *p, int64_t m_tiles, int splits, int64_t w) {
+    tm->ms = fastdiv_of((unsigned)m_tiles);
+    tm->units_per_head = fastdiv_of((unsigned)(m_tiles * splits));
+    tm->splits = fastdiv_of((unsigned)splits);
+    tm->h_k = fastdiv_of((unsigned)p->h_k);
+    tm->group = fastdiv_of((unsigned)(p->h_q / p->h_k));
+    tm->w = fastdiv_of((unsigned)w);
+}
+
 template <class C>
 static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (info) {
@@ -259,8 +270,10 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
         if (st == FC_OK) st = resident_per_sm<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES, &per_sm);
         if (st != FC_OK) return st;
         int64_t ctas = wg_walk_ctas(p, m_tiles, ws.splits, (int64_t)sm_count() * per_sm);
+        wg_tma tm = wg_tma_of<C>(p, ws.splits);
+        wg_walk_divisors(&tm, p, m_tiles, ws.splits, wg_masked(*p) && ctas > 0 ? ctas / m_tiles : 1);
         if (ctas > 0) { // a grid of at most as many CTAs as fit at once, walking the units (wg_tile_at)
-            fwd_wgmma_kernel<C, true><<<(unsigned)ctas, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, wg_tma_of<C>(p, ws.splits));
+            fwd_wgmma_kernel<C, true><<<(unsigned)ctas, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, tm);
             FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
             return FC_OK;
         }
@@ -271,7 +284,7 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
         int tiles = wg_grid_tiles(m_tiles, ws.splits * z, (int64_t)sm_count() * per_sm, kv_bytes,
                                   device_attr(cudaDevAttrL2CacheSize, 50 << 20));
         dim3 grid((unsigned)((m_tiles + tiles - 1) / tiles), (unsigned)ws.splits, (unsigned)z);
-        fwd_wgmma_kernel<C, false><<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, wg_tma_of<C>(p, ws.splits));
+        fwd_wgmma_kernel<C, false><<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, tm);
         FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
     } else {
         bool fits = C::HEAD_MAJOR ? x_major <= 0x7fffffff && p->batch <= 65535

@@ -130,6 +130,9 @@ struct wg_tma {
     int kind, box_rows;
     int q_kind; // Q by TMA (WG_TMA_DENSE or _VARLEN: boxes of 64 features x group heads x BM / group rows), else off
     int o_kind; // O by TMA store (boxes of 64 features x group heads x 64 / group rows: one warpgroup's), else off
+    // The walk's divisors (wg_tile_at): a head's query tiles ms, ms x splits, splits, h_k, the GQA group, and
+    // the masked persistent walk's heads a round (W)
+    fastdiv ms, units_per_head, splits, h_k, group, w;
 };
 
 // Where things live in shared memory (the base rounded up to 1024 bytes, as the swizzle needs).
@@ -181,26 +184,24 @@ __host__ __device__ __forceinline__ int64_t wg_query_tiles(const fc_problem &p, 
 
 // Steps of this CTA's walk.
 template <class C, bool P>
-__device__ __forceinline__ int wg_steps(const fc_problem &p, int splits) {
-    if constexpr (!P) return (int)(((unsigned)wg_query_tiles(p, C::BM) + gridDim.x - 1) / gridDim.x);
-    if (wg_masked(p)) { // rounds of W heads' tiles (wg_tile_at)
-        unsigned w = gridDim.x / (unsigned)wg_query_tiles(p, C::BM), z = (unsigned)(p.batch * p.h_k);
-        return (int)((z + w - 1) / w);
-    }
-    unsigned units = (unsigned)wg_query_tiles(p, C::BM) * splits * p.batch * p.h_k; // < 2^31 (fwd_launch.cuh)
+__device__ __forceinline__ int wg_steps(const fc_problem &p, const wg_tma &tm) {
+    if constexpr (!P) return (int)((tm.ms.d + gridDim.x - 1) / gridDim.x);
+    if (wg_masked(p)) // rounds of W heads' tiles (wg_tile_at)
+        return (int)div_of((unsigned)(p.batch * p.h_k) + tm.w.d - 1, tm.w);
+    unsigned units = tm.units_per_head.d * p.batch * p.h_k; // < 2^31 (fwd_launch.cuh)
     return units > blockIdx.x ? (units - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
 }
 
 // The tile of this CTA's step k: false when it has no rows (a varlen sequence shorter than the longest, or
 // past the last tile). Otherwise as fwd_tile_of.
 template <class C, bool P>
-__device__ __forceinline__ bool wg_tile_at(const fc_problem &p, int splits, int k, fwd_tile &t) {
+__device__ __forceinline__ bool wg_tile_at(const fc_problem &p, const wg_tma &tm, int k, fwd_tile &t) {
     if constexpr (!P) {
         int x = blockIdx.x, X = gridDim.x;
         t.m0 = (k % 2 ? (k + 1) * X - 1 - x : k * X + x) * C::BM;
         t.split = blockIdx.y;
-        t.hk = blockIdx.z % p.h_k;
-        t.b = blockIdx.z / p.h_k;
+        t.hk = (int)mod_of(blockIdx.z, tm.h_k);
+        t.b = (int)div_of(blockIdx.z, tm.h_k);
     } else if (wg_masked(p)) {
         // Masked (one split; the host makes gridDim.x = W ms, ms the query tiles of a head): round k takes W
         // heads, k W .. k W + W - 1, their tiles longest first (the last tile sees the most keys under a
@@ -208,33 +209,34 @@ __device__ __forceinline__ bool wg_tile_at(const fc_problem &p, int splits, int 
         // x in even rounds and X - 1 - x in odd ones, so two rounds add up to two tiles of lengths summing to
         // about the longest plus the shortest (LPT pairs, as the grid's snake), and the CTAs at work share the
         // round's W heads' K/V in L2.
-        unsigned ms = (unsigned)wg_query_tiles(p, C::BM), w = gridDim.x / ms, z = (unsigned)(p.batch * p.h_k);
-        unsigned q = k % 2 ? gridDim.x - 1 - blockIdx.x : blockIdx.x, zi = (unsigned)k * w + q % w;
+        unsigned w = tm.w.d, z = (unsigned)(p.batch * p.h_k);
+        unsigned q = k % 2 ? gridDim.x - 1 - blockIdx.x : blockIdx.x, qw = div_of(q, tm.w), zi = (unsigned)k * w + q - qw * w;
         bool some = zi < z;
-        t.m0 = some ? (int)(ms - 1 - q / w) * C::BM : 0x3fffffff; // a round past the last head: no rows
+        t.m0 = some ? (int)(tm.ms.d - 1 - qw) * C::BM : 0x3fffffff; // a round past the last head: no rows
         t.split = 0;
-        t.hk = some ? (int)(zi % p.h_k) : 0;
-        t.b = some ? (int)(zi / p.h_k) : 0;
+        t.hk = some ? (int)mod_of(zi, tm.h_k) : 0;
+        t.b = some ? (int)div_of(zi, tm.h_k) : 0;
     } else {
-        // 32-bit (the host keeps units under 2^31): 64-bit divisions were part of the ~2k cycles between tiles
-        unsigned ms = (unsigned)wg_query_tiles(p, C::BM) * splits, g = blockIdx.x + (unsigned)k * gridDim.x;
-        unsigned zi = g / ms, r = g - zi * ms;
-        t.m0 = (int)(r / splits) * C::BM;
-        t.split = (int)(r % splits);
-        t.hk = (int)(zi % p.h_k);
-        t.b = (int)(zi / p.h_k);
+        // 32-bit (the host keeps units under 2^31), by the host's divisors: runtime divisions were ~1k cycles
+        // of the gap between two tiles (PERF.md step 71)
+        unsigned g = blockIdx.x + (unsigned)k * gridDim.x, zi = div_of(g, tm.units_per_head);
+        unsigned r = g - zi * tm.units_per_head.d, rs = div_of(r, tm.splits);
+        t.m0 = (int)rs * C::BM;
+        t.split = (int)(r - rs * tm.splits.d);
+        t.hk = (int)mod_of(zi, tm.h_k);
+        t.b = (int)div_of(zi, tm.h_k);
     }
-    t.group = p.h_q / p.h_k;
+    t.group = (int)tm.group.d;
     t.bad = 0;
     t.s = seqlen_checked(p, t.b, &t.bad);
     t.packed_rows = t.s.s_q * t.group;
     if (t.m0 >= t.packed_rows) return false;
-    t.r_lo = t.m0 / t.group;
-    t.r_hi = (min(t.m0 + C::BM, t.packed_rows) - 1) / t.group + 1;
+    t.r_lo = (int)div_of(t.m0, tm.group);
+    t.r_hi = (int)div_of(min(t.m0 + C::BM, t.packed_rows) - 1, tm.group) + 1;
     int j0, j1;
     fc_key_range(&p, t.s.s_q, t.s.s_k, t.r_lo, t.r_hi, &j0, &j1);
     int nb_lo = j0 / C::BN, nb_hi = j1 > j0 ? (j1 + C::BN - 1) / C::BN : nb_lo;
-    int per = (nb_hi - nb_lo + splits - 1) / splits;
+    int per = (int)div_of(nb_hi - nb_lo + tm.splits.d - 1, tm.splits);
     t.n_lo = min(nb_hi, nb_lo + t.split * per);
     t.n_hi = min(nb_hi, t.n_lo + per);
     return true;
@@ -245,7 +247,7 @@ __device__ __forceinline__ bool wg_tile_at(const fc_problem &p, int splits, int 
 
 // Q tile: BM packed rows x D, gathered from (row, head) pairs.
 template <class C>
-__device__ __forceinline__ void wg_load_q(const fc_problem &p, const fwd_tile &t, char *sq, int tid) {
+__device__ __forceinline__ void wg_load_q(const fc_problem &p, const fwd_tile &t, const fastdiv &group, char *sq, int tid) {
     typedef typename C::E E;
     constexpr int PER = 16 / C::EB; // elements per 16-byte chunk
     const E *q = (const E *)p.q.data;
@@ -254,7 +256,7 @@ __device__ __forceinline__ void wg_load_q(const fc_problem &p, const fwd_tile &t
         bool valid = pm < t.packed_rows && c < p.d / PER; // features past d: zeros (a padded head dim)
         const E *src = q;
         if (valid) {
-            int r = pm / t.group, h = t.hk * t.group + pm % t.group;
+            int r = (int)div_of(pm, group), h = t.hk * t.group + pm - r * t.group;
             src = q + fc_q_row_offset(&p.q, &t.s, t.b, r) + h * p.q.sh + c * PER;
         }
         cp_async_16(sq + sw128_offset(m, c, C::BM), src, valid);
@@ -272,7 +274,7 @@ __device__ __forceinline__ void wg_tma_q(const wg_tma &tm, const fwd_tile &t, ch
     }
     fence_proxy_async(); // the consumers' rotary may have written this buffer before (generic proxy)
     mbar_arrive_expect_tx(bar, C::Q_BYTES);
-    int row = (int)t.s.q_row0 + t.m0 / t.group, outer = tm.q_kind == WG_TMA_DENSE ? t.b : 0;
+    int row = (int)t.s.q_row0 + (int)div_of(t.m0, tm.group), outer = tm.q_kind == WG_TMA_DENSE ? t.b : 0;
     for (int f = 0; f < C::DS / C::FA; f++)
         tma_load_4d(sq + f * C::BM * 128, &tm.q, C::FA * f, t.hk * t.group, row, outer, bar);
 }
@@ -458,10 +460,10 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
     // FC_BAD_*: what is wrong with sequence bad_b (the grid walk: the CTA's one sequence; persistent: the first
     // flagged), reported at the end; cut: bad_b's lengths were cut (its rows past them are cleared once)
     int bad = 0, bad_b = -1, cut = 0;
-    int steps = wg_steps<C, P>(p, ws.splits);
+    int steps = wg_steps<C, P>(p, tm);
     for (int k = 0; k < steps; k++) {
         fwd_tile t;
-        bool some = wg_tile_at<C, P>(p, ws.splits, k, t);
+        bool some = wg_tile_at<C, P>(p, tm, k, t);
         if constexpr (P) {
             if (t.bad && t.m0 == 0 && t.split == 0 && t.hk == 0) clear_cut_rows(p, ws, t.b, tid, 128); // once per b
             if (t.bad && bad_b < 0) bad_b = t.b;
@@ -479,7 +481,7 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
         if (tm.q_kind != WG_TMA_OFF)
             wg_tma_q<C>(tm, t, sm.q + qb * C::Q_BYTES, &sm.q_full[qb], tid);
         else {
-            wg_load_q<C>(p, t, sm.q + qb * C::Q_BYTES, tid);
+            wg_load_q<C>(p, t, tm.group, sm.q + qb * C::Q_BYTES, tid);
             mbar_cp_async_arrive(&sm.q_full[qb]);
         }
         if (tm.kind == WG_TMA_OFF)
@@ -713,9 +715,16 @@ __device__ __forceinline__ void wg_blocks(const score_consts &sc, const fwd_tile
 
 // The epilogue by TMA store (tm.o_kind: dense, one split; rows past s_q are outside the map): its O,
 // normalised and rounded to T, into its own rows of the tile's Q buffer (its last S is in; the layout the
-// Q boxes came in), then one thread stores them, DV / 64 boxes, and gives the buffer back once they are
-// read. store_rows' four-byte stores from registers took 3-16k cycles a tile under the K/V stream
-// (PERF.md step 58).
+// Q boxes came in), then one thread stores them, DV / 64 boxes. The buffer goes back once they are read
+// (wg_release_stored): with two Q buffers at the start of the warpgroup's next tile, so that the read's
+// ~1k cycles pass under the tile's setup instead of holding warp 0 (and with it the next tile's first
+// wgmma, which waits for all four warps; PERF.md step 71); with one, at once (the next tile's Q waits for
+// it). store_rows' four-byte stores from registers took 3-16k cycles a tile under the K/V stream (step 58).
+__device__ __forceinline__ void wg_release_stored(uint64_t *q_empty) {
+    if (threadIdx.x % 128 == 0) tma_store_wait_read();
+    wg_release(q_empty); // warp 0 of the warpgroup only after its thread 0 saw the boxes read
+}
+
 template <class C>
 __device__ void wg_store_tma(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, const wg_regs<C> &w, char *q,
                              uint64_t *q_empty, int g) {
@@ -735,30 +744,30 @@ __device__ void wg_store_tma(const fc_problem &p, const fwd_tile &t, const wg_tm
     fence_proxy_async();
     named_bar_sync(2 + g, 128);
     if (threadIdx.x % 128 == 0) {
-        int row = (int)t.s.q_row0 + (t.m0 + 64 * g) / t.group, outer = tm.o_kind == WG_TMA_DENSE ? t.b : 0;
+        int row = (int)t.s.q_row0 + (int)div_of(t.m0 + 64 * g, tm.group), outer = tm.o_kind == WG_TMA_DENSE ? t.b : 0;
         for (int f = 0; f < C::DVS / 64; f++) // a box past d_v (d 96: features 96-127) is clipped by the map
             tma_store_4d(&tm.o, q + f * C::BM * 128 + 64 * g * 128, 64 * f, t.hk * t.group, row, outer);
         tma_store_commit();
-        tma_store_wait_read();
     }
-    wg_release(q_empty); // warp 0 of the warpgroup only after its thread 0 saw the boxes read
+    if (C::QBUF == 1) wg_release_stored(q_empty);
 }
 
 // Warpgroup g's 64 rows of tile t (the CTA's tile k, its Q in buffer k % QBUF, filled there for the uses-th time;
 // its blocks from ring position pos)
 // against the split's key blocks, then the epilogue. Plain scores (no softcap, no ALiBi, scale > 0: the
 // common case) take the path with the scale folded into the exponent.
+// stored: the Q buffer (+ 1) whose O the previous tile stored by TMA and that is not given back yet, or 0.
 template <class C>
 __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm, int k,
-                                int uses, int pos) {
+                                int uses, int pos, int &stored) {
     int g = threadIdx.x / 128;
     score_consts sc = score_consts_of(p, t.s.s_q, t.s.s_k);
     wg_regs<C> w;
 #pragma unroll
     for (int k = 0; k < 2; k++) {
-        int pm = min(t.m0 + slot_row<C>(k), t.packed_rows - 1);
-        int h = t.hk * t.group + pm % t.group;
-        w.rs[k].r = pm / t.group;
+        int pm = min(t.m0 + slot_row<C>(k), t.packed_rows - 1), r = (int)div_of(pm, tm.group);
+        int h = t.hk * t.group + pm - r * t.group;
+        w.rs[k].r = r;
         w.rs[k].slope = p.alibi ? p.alibi[t.b * p.alibi_sb + h * p.alibi_sh] * FC_LOG2E : 0.0f;
         bool sink = p.sinks && t.split == 0;
         w.st[k] = softmax_init(sink, sink ? p.sinks[h * p.sinks_sh] * FC_LOG2E : 0.0f);
@@ -768,6 +777,8 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
     float out_scale = 1.0f;
     if constexpr (C::FP8) out_scale = apply_descales(p, t, sc);
 
+    if (stored) wg_release_stored(&sm.q_empty[stored - 1]);
+    stored = 0;
     if (t.n_hi > t.n_lo) {
         int b = k % C::QBUF;
         char *q = sm.q + b * C::Q_BYTES;
@@ -783,24 +794,27 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
         else
             wg_blocks<C, false>(sc, t, sm, tm, sq, &sm.q_empty[b], pos, w);
     }
-    if (!C::FP8 && t.n_hi > t.n_lo && wg_o_by_tma(tm))
+    if (!C::FP8 && t.n_hi > t.n_lo && wg_o_by_tma(tm)) {
         wg_store_tma<C>(p, t, tm, w, sm.q + k % C::QBUF * C::Q_BYTES, &sm.q_empty[k % C::QBUF], g);
-    else
+        if (C::QBUF > 1) stored = k % C::QBUF + 1;
+    } else
         store_rows<C>(p, t, ws, w.o, w.st, out_scale);
 }
 
 template <class C, bool P>
 __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
     int pos = 0, uses0 = 0, uses1 = 0; // tiles through Q buffers 0 and 1
-    int steps = wg_steps<C, P>(p, ws.splits);
+    int stored = 0;                    // a Q buffer (+ 1) holding O on its way out (wg_store_tma)
+    int steps = wg_steps<C, P>(p, tm);
     for (int k = 0; k < steps; k++) {
         fwd_tile t;
-        if (!wg_tile_at<C, P>(p, ws.splits, k, t)) continue;
+        if (!wg_tile_at<C, P>(p, tm, k, t)) continue;
         int qb = k % C::QBUF;
-        wg_consume_tile<C>(p, t, ws, sm, tm, k, qb ? uses1 : uses0, pos);
+        wg_consume_tile<C>(p, t, ws, sm, tm, k, qb ? uses1 : uses0, pos, stored);
         if (t.n_hi > t.n_lo) (qb ? uses1 : uses0)++; // the producer loads Q only for tiles with key blocks
         pos += t.n_hi - t.n_lo;
     }
+    if (stored) wg_release_stored(&sm.q_empty[stored - 1]); // (shared memory must outlive the store's reads)
 }
 
 // ---------------------------------------------------------------------------------------------

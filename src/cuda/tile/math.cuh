@@ -1,4 +1,5 @@
-// math.cuh — fast exp2, tanh, and reductions across the 4 lanes that share an mma accumulator row.
+// math.cuh — fast exp2, tanh, division by a divisor known on the host, and reductions across the 4 lanes that
+// share an mma accumulator row.
 #pragma once
 
 // 2^x on the SFU (ex2.approx, flush-to-zero): 2^-inf = 0, about 2 ulp.
@@ -41,3 +42,23 @@ __device__ __forceinline__ float warp_sum(float x) {
     for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
     return x;
 }
+
+// x / d for 0 <= x < 2^31 and 1 <= d < 2^31 as a multiply, its constants made once on the host (fastdiv_of):
+// with l = ceil(log2 d), m = ceil(2^(31 + l) / d) < 2^32, x / d = umulhi(x, m) >> (l - 1), the error of m
+// (< 1) adding less than x / 2^(31 + l) < 1 / d to x / d; d = 1 has m = 0 (x itself). A runtime 32-bit
+// division is ~20 dependent instructions; the tile walk took several per tile (PERF.md step 71).
+struct fastdiv {
+    unsigned d, m, s;
+};
+static inline __host__ fastdiv fastdiv_of(unsigned d) {
+    fastdiv f = {d, 0, 0};
+    if (d > 1) {
+        unsigned l = 0;
+        while ((1ull << l) < d) l++;
+        f.m = (unsigned)(((1ull << (31 + l)) + d - 1) / d);
+        f.s = l - 1;
+    }
+    return f;
+}
+__device__ __forceinline__ unsigned div_of(unsigned x, const fastdiv &f) { return f.m ? __umulhi(x, f.m) >> f.s : x; }
+__device__ __forceinline__ unsigned mod_of(unsigned x, const fastdiv &f) { return x - div_of(x, f) * f.d; }
