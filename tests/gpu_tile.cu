@@ -712,6 +712,8 @@ int main(void) {
     // The N of the prefill kernel's S (key blocks of 64 and 128) and P·V (d_v 64 .. 256) wgmmas.
     test_wgmma<__nv_bfloat16, 96, 0>("wgmma m64n96k16 bf16, A and B from smem (K-major)", f2bf, bf2f);
     test_wgmma<__nv_bfloat16, 96, 2>("wgmma m64n96k16 bf16, A from registers, B MN-major (transposed)", f2bf, bf2f);
+    test_wgmma<__nv_bfloat16, 112, 0>("wgmma m64n112k16 bf16, A and B from smem (K-major)", f2bf, bf2f);
+    test_wgmma<__half, 112, 0>("wgmma m64n112k16 fp16, A and B from smem (K-major)", f2h, h2f);
     test_wgmma<__nv_bfloat16, 192, 0>("wgmma m64n192k16 bf16, A and B from smem (K-major)", f2bf, bf2f);
     test_wgmma<__nv_bfloat16, 192, 2>("wgmma m64n192k16 bf16, A from registers, B MN-major (transposed)", f2bf, bf2f);
     test_wgmma<__nv_bfloat16, 256, 0>("wgmma m64n256k16 bf16, A and B from smem (K-major)", f2bf, bf2f);

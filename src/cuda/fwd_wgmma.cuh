@@ -71,7 +71,7 @@ template <> struct wg_shape<192, 128> {
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<192, 192> {
-    static constexpr int BN = 96, QBUF = 1;       // 48 KB Q + 2 x (36 + 36) KB K/V
+    static constexpr int BN = 112, QBUF = 1;      // 48 KB Q + 2 x (42 + 42) KB K/V (FlashAttention-3's 128 x 112)
     static constexpr bool LAZY = true, O_TMA = false;
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
@@ -112,7 +112,7 @@ struct wg_cfg {
     static constexpr int PRODUCER_REGS = shape::PRODUCER_REGS, CONSUMER_REGS = shape::CONSUMER_REGS;
     static_assert(D % 32 == 0 && DV % 32 == 0, "wgmma tiles: d and d_v multiples of 32 (P·V: one wgmma of N = d_v)");
     static_assert(!FP8 || (D == DV && (BN == 128 || BN == 64)), "FP8: Vt rows of 128 keys (128-byte swizzle) or 64 (64-byte)");
-    static_assert(BN == 64 || BN == 96 || BN == 128, "S = Q K^T is one wgmma of N = BN; a producer thread per key row");
+    static_assert(BN == 64 || BN == 96 || BN == 112 || BN == 128, "S = Q K^T is one wgmma of N = BN; a producer thread per key row");
     static_assert(QBUF == 1 || QBUF == 2, "Q buffers");
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one CTA");
     static_assert(CONSUMERS == 2 || CONSUMERS == 3, "consumer warpgroups: named barriers 2 + g (epilogue), 8 + g (turns)");
