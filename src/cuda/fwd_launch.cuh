@@ -159,16 +159,43 @@ template <class C> struct qbuf_of<C, decltype(void(C::QBUF))> {
     static constexpr int n = C::QBUF;
 };
 
-// An attribute of the current device, or `otherwise` where the runtime cannot tell.
-static inline int device_attr(cudaDeviceAttr a, int otherwise) {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, a, dev) != cudaSuccess || v <= 0) {
+// The facts of the current device the host heuristics use (SMs, L2 bytes), asked of the runtime once per
+// device (devices >= 64 ask every time); a fact the runtime cannot tell reads as H100's.
+struct device_facts {
+    int sms, l2_bytes;
+};
+static inline int device_attr(cudaDeviceAttr a, int dev, int otherwise) {
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, a, dev) != cudaSuccess || v <= 0) {
         cudaGetLastError();
         v = otherwise;
     }
     return v;
 }
-static inline int sm_count(void) { return device_attr(cudaDevAttrMultiProcessorCount, 132); }
+static inline device_facts this_device(void) {
+    static device_facts cached[64]; // sms == 0: not asked yet
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        cudaGetLastError();
+        dev = 0;
+    }
+    device_facts f = {0, 0};
+    if (dev >= 0 && dev < 64) {
+        f.sms = __atomic_load_n(&cached[dev].sms, __ATOMIC_ACQUIRE);
+        if (f.sms) {
+            f.l2_bytes = __atomic_load_n(&cached[dev].l2_bytes, __ATOMIC_RELAXED);
+            return f;
+        }
+    }
+    f.sms = device_attr(cudaDevAttrMultiProcessorCount, dev, 132);
+    f.l2_bytes = device_attr(cudaDevAttrL2CacheSize, dev, 50 << 20);
+    if (dev >= 0 && dev < 64) {
+        __atomic_store_n(&cached[dev].l2_bytes, f.l2_bytes, __ATOMIC_RELAXED);
+        __atomic_store_n(&cached[dev].sms, f.sms, __ATOMIC_RELEASE);
+    }
+    return f;
+}
+static inline int sm_count(void) { return this_device().sms; }
 
 // cudaFuncSetAttribute(kernel, max dynamic shared memory) once per kernel (config C and VARIANT, which tells
 // apart kernels of one config and one type: the wgmma kernel's two walks) and device: the attribute stays
@@ -229,13 +256,14 @@ static inline int64_t wg_walk_ctas(const fc_problem *p, int64_t m_tiles, int spl
 // CTA, 132 heads' K/V (66 MB at 512 keys) were live at once, and a causal s512 call read 368 MB from DRAM for
 // 201 MB of Q, K and V (ncu; PERF.md step 66). kv_bytes: one (sequence, KV head, split)'s keys.
 static inline int wg_grid_tiles(int64_t m_tiles, int64_t others, int64_t slots, double kv_bytes, double l2_bytes) {
-    double fill[2], live[2];
+    double fill[2];
     for (int i = 0; i < 2; i++) {
         int64_t tiles = 4 >> i, x = (m_tiles + tiles - 1) / tiles, ctas = x * others, rounds = (ctas + slots - 1) / slots;
         fill[i] = (double)ctas / (double)(rounds * slots);
-        live[i] = fmin((double)slots / (double)x, (double)others) * kv_bytes; // K/V of the heads running at once
     }
-    return fill[1] > fill[0] + 0.05 || live[0] > 0.8 * l2_bytes ? 2 : 4;
+    int64_t x4 = (m_tiles + 3) / 4;
+    double live = fmin((double)slots / (double)x4, (double)others) * kv_bytes; // K/V of the heads running at once
+    return fill[1] > fill[0] + 0.05 || live > 0.8 * l2_bytes ? 2 : 4;
 }
 
 // The divisors of the wgmma kernel's walk (wg_tma; fwd_wgmma.cuh wg_tile_at), all < 2^31 (launch checks
@@ -282,7 +310,7 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
         if (st != FC_OK) return st;
         double kv_bytes = (double)p->s_k * (p->d + p->d_v) * C::EB / ws.splits;
         int tiles = wg_grid_tiles(m_tiles, ws.splits * z, (int64_t)sm_count() * per_sm, kv_bytes,
-                                  device_attr(cudaDevAttrL2CacheSize, 50 << 20));
+                                  this_device().l2_bytes);
         dim3 grid((unsigned)((m_tiles + tiles - 1) / tiles), (unsigned)ws.splits, (unsigned)z);
         fwd_wgmma_kernel<C, false><<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(*p, ws, tm);
         FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
