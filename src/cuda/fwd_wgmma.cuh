@@ -76,7 +76,7 @@ template <> struct wg_shape<192, 192> {
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<256, 256> {
-    static constexpr int BN = 64, QBUF = 1;       // 64 KB Q + 2 x (32 + 32) KB K/V
+    static constexpr int BN = 80, QBUF = 1;       // 64 KB Q + 2 x (40 + 40) KB K/V (FlashAttention-3's 128 x 80)
     static constexpr bool LAZY = true, O_TMA = true;
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
@@ -106,13 +106,13 @@ struct wg_cfg {
     static constexpr int Q_BYTES = BM * DS * EB, K_BYTES = BN * DS * EB, V_BYTES = BN * DVS * EB;
     static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
     static constexpr int LAND_BYTES = FP8 ? 2 * V_BYTES : 0;          // FP8: V's landing ring
-    static constexpr int TABLE_BYTES = 2 * 2 * BN * 8;               // two row tables (K, V offsets), alternating
+    static constexpr int TABLE_BYTES = 2 * BN * 8;                   // two row tables (key locations), alternating
     static constexpr int BAR_BYTES = (2 * QBUF + 4 * STAGES + 2) * 8;
     static constexpr int SMEM_BYTES = 1024 + QBUF * Q_BYTES + STAGES * STAGE_BYTES + LAND_BYTES + TABLE_BYTES + BAR_BYTES;
     static constexpr int PRODUCER_REGS = shape::PRODUCER_REGS, CONSUMER_REGS = shape::CONSUMER_REGS;
     static_assert(D % 32 == 0 && DV % 32 == 0, "wgmma tiles: d and d_v multiples of 32 (P·V: one wgmma of N = d_v)");
     static_assert(!FP8 || (D == DV && (BN == 128 || BN == 64)), "FP8: Vt rows of 128 keys (128-byte swizzle) or 64 (64-byte)");
-    static_assert(BN == 64 || BN == 96 || BN == 112 || BN == 128, "S = Q K^T is one wgmma of N = BN; a producer thread per key row");
+    static_assert(BN == 64 || BN == 80 || BN == 96 || BN == 112 || BN == 128, "S = Q K^T is one wgmma of N = BN; a producer thread per key row");
     static_assert(QBUF == 1 || QBUF == 2, "Q buffers");
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one CTA");
     static_assert(CONSUMERS == 2 || CONSUMERS == 3, "consumer warpgroups: named barriers 2 + g (epilogue), 8 + g (turns)");
@@ -287,19 +287,29 @@ __device__ __forceinline__ fc_kv_loc wg_locate(const fc_problem &p, const fwd_ti
     return it < n_blocks && tid < C::BN && j < t.s.s_k ? fc_kv_locate(&p, &t.s, t.b, j) : fc_kv_loc{0, -1};
 }
 
-// Block of BN rows x CH chunks of K or V from the row table, the first `used` chunks of each row read (the
-// rest zeros: a head dim padded to the kernel's), zero-filled past the end. When CH divides 128, each
-// thread keeps chunk column tid % CH and walks rows tid / CH, + 128 / CH, ...
+// A row table entry: key row location l (page or sequence, row) packed in 64 bits, or -1: no such row. Paged
+// TMA reads (page, row) from it as it is; cp.async the element offset in K or V (wg_load_rows).
+__device__ __forceinline__ int64_t wg_row_entry(fc_kv_loc l, bool valid) { return valid ? l.outer << 32 | l.row : -1; }
+
+// The element offset in x (K or V; head_off: the KV head's offset) of row table entry e, or -1.
+__device__ __forceinline__ int64_t wg_row_offset(const fc_view &x, int64_t head_off, int64_t e) {
+    return e < 0 ? -1 : fc_kv_offset(&x, fc_kv_loc{e >> 32, e & 0xffffffff}) + head_off;
+}
+
+// Block of BN rows x CH chunks of x from the row table, the first `used` chunks of each row read (the rest
+// zeros: a head dim padded to the kernel's), zero-filled past the end. When CH divides 128, each thread keeps
+// chunk column tid % CH and walks rows tid / CH, + 128 / CH, ...
 template <class C, int CH>
-__device__ __forceinline__ void wg_load_rows(const void *base, const int64_t *rows, char *dst, int tid, int used) {
+__device__ __forceinline__ void wg_load_rows(const fc_view &x, int64_t head_off, const int64_t *rows, char *dst, int tid,
+                                             int used) {
     constexpr int PER = 16 / C::EB; // elements per chunk
-    const typename C::E *src = (const typename C::E *)base;
+    const typename C::E *src = (const typename C::E *)x.data;
     if constexpr (128 % CH == 0) {
         int c = tid % CH;
         bool col = c < used;
 #pragma unroll 4
         for (int r = tid / CH; r < C::BN; r += 128 / CH) {
-            int64_t off = rows[r];
+            int64_t off = wg_row_offset(x, head_off, rows[r]);
             bool valid = off >= 0 && col;
             cp_async_16(dst + sw128_offset(r, c, C::BN), src + (valid ? off + c * PER : 0), valid);
         }
@@ -307,7 +317,7 @@ __device__ __forceinline__ void wg_load_rows(const void *base, const int64_t *ro
 #pragma unroll 4
         for (int i = tid; i < C::BN * CH; i += 128) {
             int r = i / CH, c = i % CH;
-            int64_t off = rows[r];
+            int64_t off = wg_row_offset(x, head_off, rows[r]);
             bool valid = off >= 0 && c < used;
             cp_async_16(dst + sw128_offset(r, c, C::BN), src + (valid ? off + c * PER : 0), valid);
         }
@@ -372,23 +382,20 @@ __device__ void wg_produce_rows(const fc_problem &p, const fwd_tile &t, const wg
     fc_kv_loc loc = wg_locate<C>(p, t, 0, n_blocks, tid);
     for (int it = 0; it < n_blocks; it++) {
         int g = pos + it, stage = g % C::STAGES;
-        int64_t *rows = sm.tables + (g % 2) * 2 * C::BN; // alternating: one barrier per block suffices
+        int64_t *rows = sm.tables + (g % 2) * C::BN; // alternating: one barrier per block suffices
         bool valid = loc.row >= 0;
         if (valid) loc.outer = page_checked(p, loc.outer, bad);
-        if (tid < C::BN) {
-            rows[tid] = valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
-            rows[C::BN + tid] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
-        }
+        if (tid < C::BN) rows[tid] = wg_row_entry(loc, valid);
         loc = wg_locate<C>(p, t, it + 1, n_blocks, tid); // the next block's page-table reads, in flight meanwhile
         named_bar_sync(1, 128);
         char *k = sm.stages + stage * C::STAGE_BYTES;
         int parity = (g / C::STAGES - 1) & 1;
         if (g >= C::STAGES) mbar_wait(&sm.k_empty[stage], parity);
-        wg_load_rows<C, C::DCH>(p.k.data, rows, k, tid, p.d / (16 / C::EB));
+        wg_load_rows<C, C::DCH>(p.k, t.hk * p.k.sh, rows, k, tid, p.d / (16 / C::EB));
         mbar_cp_async_arrive(&sm.k_full[stage]);
         uint64_t *v_bar;
         char *v = wg_v_dst<C>(sm, g, &v_bar);
-        wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, v, tid, p.d_v / (16 / C::EB));
+        wg_load_rows<C, C::DVCH>(p.v, t.hk * p.v.sh, rows, v, tid, p.d_v / (16 / C::EB));
         mbar_cp_async_arrive(v_bar);
         if constexpr (C::FP8) // the previous block's V, while this one lands
             if (it > 0) wg_finish_v<C>(sm, g - 1, tid);
@@ -410,12 +417,11 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
     for (int it = 0; it < n_blocks; it++) {
         int g = pos + it, stage = g % C::STAGES, n = t.n_hi - 1 - it;
         bool bulk = tm.kind != WG_TMA_OFF && (n + 1) * C::BN <= t.s.s_k, table = !bulk || tm.kind == WG_TMA_PAGED;
-        int64_t *rows = sm.tables + (g % 2) * 2 * C::BN; // alternating: one barrier per block suffices
+        int64_t *rows = sm.tables + (g % 2) * C::BN; // alternating: one barrier per block suffices
         if (table && tid < C::BN) {
             bool valid = loc.row >= 0;
             if (valid) loc.outer = page_checked(p, loc.outer, bad);
-            rows[tid] = bulk ? loc.outer << 32 | loc.row : valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
-            rows[C::BN + tid] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
+            rows[tid] = wg_row_entry(loc, valid);
         }
         loc = wg_locate<C>(p, t, it + 1, n_blocks, tid); // the next block's page-table reads, in flight meanwhile
         if (table) named_bar_sync(1, 128);
@@ -423,7 +429,7 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
         int parity = (g / C::STAGES - 1) & 1;
         if (g >= C::STAGES) mbar_wait(&sm.k_empty[stage], parity);
         if (!bulk) {
-            wg_load_rows<C, C::DCH>(p.k.data, rows, k, tid, p.d / (16 / C::EB));
+            wg_load_rows<C, C::DCH>(p.k, t.hk * p.k.sh, rows, k, tid, p.d / (16 / C::EB));
             mbar_cp_async_arrive(&sm.k_full[stage]);
         } else if (tid == 0) {
             fence_proxy_async(); // cp.async (generic proxy) may have written this buffer before
@@ -435,7 +441,7 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
         uint64_t *v_bar;
         char *v = wg_v_dst<C>(sm, g, &v_bar);
         if (!bulk) {
-            wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, v, tid, p.d_v / (16 / C::EB));
+            wg_load_rows<C, C::DVCH>(p.v, t.hk * p.v.sh, rows, v, tid, p.d_v / (16 / C::EB));
             mbar_cp_async_arrive(v_bar);
         } else if (tid == 0) {
             if (C::FP8) fence_proxy_async(); // cp.async may have written this land buffer before
