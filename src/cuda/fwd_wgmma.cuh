@@ -404,8 +404,8 @@ __device__ void wg_produce_rows(const fc_problem &p, const fwd_tile &t, const wg
         if (n_blocks > 0) wg_finish_v<C>(sm, pos + n_blocks - 1, tid);
 }
 
-// Every key block of tile t, ring positions pos ..: a block whose keys all lie in the sequence comes by
-// TMA where the cache allows (wg_tma): one thread copies, the others only arrive; otherwise every thread
+// Every key block of tile t, ring positions pos ..: a block whose keys all lie in the sequence (or past the
+// end of a dense cache) comes by TMA where the cache allows (wg_tma): one thread copies, the others only arrive; otherwise every thread
 // copies its row by cp.async from a row table of element offsets. Paged TMA reads (page, row) from the
 // row table too. A table is written, then a barrier (every thread's entry is read), then for K and for
 // V: wait for the buffer, copy, and have the copies' arrival signalled on the buffer's barrier.
@@ -413,10 +413,13 @@ template <class C>
 __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const wg_smem &sm, const wg_tma &tm, int tid,
                                   int pos, int *bad) {
     int n_blocks = t.n_hi - t.n_lo;
+    // A dense sequence that ends where the cache does: its partial last block by TMA too, the rows past the
+    // map's end zero-filled (as cp.async would; rows of a cache past the sequence's length are not read).
+    bool tail_zero = tm.kind == WG_TMA_DENSE && t.s.k_row0 + t.s.s_k == p.s_k;
     fc_kv_loc loc = wg_locate<C>(p, t, 0, n_blocks, tid);
     for (int it = 0; it < n_blocks; it++) {
         int g = pos + it, stage = g % C::STAGES, n = t.n_hi - 1 - it;
-        bool bulk = tm.kind != WG_TMA_OFF && (n + 1) * C::BN <= t.s.s_k, table = !bulk || tm.kind == WG_TMA_PAGED;
+        bool bulk = tm.kind != WG_TMA_OFF && ((n + 1) * C::BN <= t.s.s_k || tail_zero), table = !bulk || tm.kind == WG_TMA_PAGED;
         int64_t *rows = sm.tables + (g % 2) * C::BN; // alternating: one barrier per block suffices
         if (table && tid < C::BN) {
             bool valid = loc.row >= 0;
