@@ -25,8 +25,10 @@
 // The tile shape per head dims: key block BN and Q buffers (a ring over the CTA's tiles; two let the next
 // tile's Q load while the previous tile runs, where shared memory has room). d 96: d 128's tiles, of which
 // it computes 96 features (DS, DVS: what is stored; PERF.md step 63). d 256: O alone is 128 registers a
-// thread and a 128-key block of K and V 128 KB, so 64-key blocks; d 192 / d_v 128 and d 256 have room for
-// one Q buffer only.
+// thread and a 128-key block of K and V 128 KB, so 80-key blocks (PERF.md step 77), and a second config
+// (V = 1: the host's wg_variant) of 64-key blocks for paged K/V, whose pages TMA can read only in blocks
+// that a page divides or is a multiple of, and for short sequences (512 keys: 8 whole blocks, not 6.4);
+// d 192 / d_v 128 and d 256 have room for one Q buffer only.
 // LAZY: FlashAttention-4's lazy rescale (softmax_update): measured +4-5% at d 128 and 256 (2k-16k), -2% at
 // d 64, where the block's few FMULs of O cost less than the vote that skips them (docs/PERF.md step 49).
 // O_TMA: the epilogue by TMA store through Q's buffer where the host allows it (wg_store_tma): +5-9% at 512
@@ -40,7 +42,7 @@
 // each consumer thread (128 PRODUCER_REGS + 128 CONSUMERS CONSUMER_REGS <= 64 K). d 64: three, as
 // FlashAttention-3 runs it (192-row tiles): its block loop is short, and two warps a scheduler left the
 // issue slots half idle (ncu, PERF.md step 66); 160 registers hold its S (64), O (32) and P (32).
-template <int D, int DV, bool FP8 = false> struct wg_shape {
+template <int D, int DV, bool FP8 = false, int V = 0> struct wg_shape {
     static constexpr int BN = 128, QBUF = 2;      // d 128: 32 + 2 x 64 KB
     static constexpr bool LAZY = D >= 128, O_TMA = true;
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216; // the producer spills at 56
@@ -80,19 +82,24 @@ template <> struct wg_shape<256, 256> {
     static constexpr bool LAZY = true, O_TMA = true;
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
+template <> struct wg_shape<256, 256, false, 1> { // paged K/V (TMA pages: 64-key blocks) and short sequences
+    static constexpr int BN = 64, QBUF = 1;       // 64 KB Q + 2 x (32 + 32) KB K/V
+    static constexpr bool LAZY = true, O_TMA = true;
+    static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
+};
 
 // T: the output's type (and the inputs' unless E says otherwise); E: the type of Q, K and V as they sit in
 // shared memory (T, or e4m3 for the FP8 prefill: FP8). Sizes below count E's bytes: a 16-byte chunk holds
 // 16 / EB elements, a 128-byte swizzle atom FA, a wgmma k-step 32 bytes of k (PK keys of P·V).
 // FP8: the 8-bit wgmma takes B K-major only, so V lands in a ring of two buffers as it comes ([key][feature])
 // and the producer transposes it into the stage (Vt, [feature][key]: wg_finish_v).
-template <typename T_, int D_, int DV_, typename E_ = T_>
+template <typename T_, int D_, int DV_, typename E_ = T_, int V_ = 0>
 struct wg_cfg {
     typedef T_ T;
     typedef E_ E;
     static constexpr int EB = sizeof(E), FA = 128 / EB;             // bytes per element, elements per atom row
     static constexpr bool FP8 = EB == 1;
-    typedef wg_shape<D_, DV_, FP8> shape;
+    typedef wg_shape<D_, DV_, FP8, V_> shape;
     static constexpr int D = D_, DV = DV_, BN = shape::BN, STAGES = 2, CONSUMERS = shape::CONSUMERS;
     static constexpr int DS = (D + FA - 1) / FA * FA, DVS = (DV + FA - 1) / FA * FA; // stored: whole 128-byte atoms
     static constexpr int PK = 32 / EB, PA = BN / PK * 4;             // keys per P·V k-step; P's fragment registers
@@ -106,9 +113,13 @@ struct wg_cfg {
     static constexpr int Q_BYTES = BM * DS * EB, K_BYTES = BN * DS * EB, V_BYTES = BN * DVS * EB;
     static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
     static constexpr int LAND_BYTES = FP8 ? 2 * V_BYTES : 0;          // FP8: V's landing ring
-    static constexpr int TABLE_BYTES = 2 * BN * 8;                   // two row tables (key locations), alternating
     static constexpr int BAR_BYTES = (2 * QBUF + 4 * STAGES + 2) * 8;
-    static constexpr int SMEM_BYTES = 1024 + QBUF * Q_BYTES + STAGES * STAGE_BYTES + LAND_BYTES + TABLE_BYTES + BAR_BYTES;
+    static constexpr int TILES_BYTES = 1024 + QBUF * Q_BYTES + STAGES * STAGE_BYTES + LAND_BYTES + BAR_BYTES;
+    // Row tables (K and V element offsets of BN rows): two sets, alternating by block, or one where two do not
+    // fit (d 256's 80-key blocks: the producer then waits for every reader of a set before it writes it again)
+    static constexpr int TABLE_SETS = TILES_BYTES + 2 * 2 * BN * 8 <= 227 * 1024 ? 2 : 1;
+    static constexpr int TABLE_BYTES = TABLE_SETS * 2 * BN * 8;
+    static constexpr int SMEM_BYTES = TILES_BYTES + TABLE_BYTES;
     static constexpr int PRODUCER_REGS = shape::PRODUCER_REGS, CONSUMER_REGS = shape::CONSUMER_REGS;
     static_assert(D % 32 == 0 && DV % 32 == 0, "wgmma tiles: d and d_v multiples of 32 (P·V: one wgmma of N = d_v)");
     static_assert(!FP8 || (D == DV && (BN == 128 || BN == 64)), "FP8: Vt rows of 128 keys (128-byte swizzle) or 64 (64-byte)");
@@ -287,29 +298,19 @@ __device__ __forceinline__ fc_kv_loc wg_locate(const fc_problem &p, const fwd_ti
     return it < n_blocks && tid < C::BN && j < t.s.s_k ? fc_kv_locate(&p, &t.s, t.b, j) : fc_kv_loc{0, -1};
 }
 
-// A row table entry: key row location l (page or sequence, row) packed in 64 bits, or -1: no such row. Paged
-// TMA reads (page, row) from it as it is; cp.async the element offset in K or V (wg_load_rows).
-__device__ __forceinline__ int64_t wg_row_entry(fc_kv_loc l, bool valid) { return valid ? l.outer << 32 | l.row : -1; }
-
-// The element offset in x (K or V; head_off: the KV head's offset) of row table entry e, or -1.
-__device__ __forceinline__ int64_t wg_row_offset(const fc_view &x, int64_t head_off, int64_t e) {
-    return e < 0 ? -1 : fc_kv_offset(&x, fc_kv_loc{e >> 32, e & 0xffffffff}) + head_off;
-}
-
-// Block of BN rows x CH chunks of x from the row table, the first `used` chunks of each row read (the rest
-// zeros: a head dim padded to the kernel's), zero-filled past the end. When CH divides 128, each thread keeps
-// chunk column tid % CH and walks rows tid / CH, + 128 / CH, ...
+// Block of BN rows x CH chunks of K or V from the row table, the first `used` chunks of each row read (the
+// rest zeros: a head dim padded to the kernel's), zero-filled past the end. When CH divides 128, each
+// thread keeps chunk column tid % CH and walks rows tid / CH, + 128 / CH, ...
 template <class C, int CH>
-__device__ __forceinline__ void wg_load_rows(const fc_view &x, int64_t head_off, const int64_t *rows, char *dst, int tid,
-                                             int used) {
+__device__ __forceinline__ void wg_load_rows(const void *base, const int64_t *rows, char *dst, int tid, int used) {
     constexpr int PER = 16 / C::EB; // elements per chunk
-    const typename C::E *src = (const typename C::E *)x.data;
+    const typename C::E *src = (const typename C::E *)base;
     if constexpr (128 % CH == 0) {
         int c = tid % CH;
         bool col = c < used;
 #pragma unroll 4
         for (int r = tid / CH; r < C::BN; r += 128 / CH) {
-            int64_t off = wg_row_offset(x, head_off, rows[r]);
+            int64_t off = rows[r];
             bool valid = off >= 0 && col;
             cp_async_16(dst + sw128_offset(r, c, C::BN), src + (valid ? off + c * PER : 0), valid);
         }
@@ -317,7 +318,7 @@ __device__ __forceinline__ void wg_load_rows(const fc_view &x, int64_t head_off,
 #pragma unroll 4
         for (int i = tid; i < C::BN * CH; i += 128) {
             int r = i / CH, c = i % CH;
-            int64_t off = wg_row_offset(x, head_off, rows[r]);
+            int64_t off = rows[r];
             bool valid = off >= 0 && c < used;
             cp_async_16(dst + sw128_offset(r, c, C::BN), src + (valid ? off + c * PER : 0), valid);
         }
@@ -382,20 +383,24 @@ __device__ void wg_produce_rows(const fc_problem &p, const fwd_tile &t, const wg
     fc_kv_loc loc = wg_locate<C>(p, t, 0, n_blocks, tid);
     for (int it = 0; it < n_blocks; it++) {
         int g = pos + it, stage = g % C::STAGES;
-        int64_t *rows = sm.tables + (g % 2) * C::BN; // alternating: one barrier per block suffices
+        int64_t *rows = sm.tables + (g % C::TABLE_SETS) * 2 * C::BN; // two sets: one barrier per block suffices
         bool valid = loc.row >= 0;
         if (valid) loc.outer = page_checked(p, loc.outer, bad);
-        if (tid < C::BN) rows[tid] = wg_row_entry(loc, valid);
+        if (C::TABLE_SETS == 1 && it > 0) named_bar_sync(1, 128); // every thread is done reading the set
+        if (tid < C::BN) {
+            rows[tid] = valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
+            rows[C::BN + tid] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
+        }
         loc = wg_locate<C>(p, t, it + 1, n_blocks, tid); // the next block's page-table reads, in flight meanwhile
         named_bar_sync(1, 128);
         char *k = sm.stages + stage * C::STAGE_BYTES;
         int parity = (g / C::STAGES - 1) & 1;
         if (g >= C::STAGES) mbar_wait(&sm.k_empty[stage], parity);
-        wg_load_rows<C, C::DCH>(p.k, t.hk * p.k.sh, rows, k, tid, p.d / (16 / C::EB));
+        wg_load_rows<C, C::DCH>(p.k.data, rows, k, tid, p.d / (16 / C::EB));
         mbar_cp_async_arrive(&sm.k_full[stage]);
         uint64_t *v_bar;
         char *v = wg_v_dst<C>(sm, g, &v_bar);
-        wg_load_rows<C, C::DVCH>(p.v, t.hk * p.v.sh, rows, v, tid, p.d_v / (16 / C::EB));
+        wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, v, tid, p.d_v / (16 / C::EB));
         mbar_cp_async_arrive(v_bar);
         if constexpr (C::FP8) // the previous block's V, while this one lands
             if (it > 0) wg_finish_v<C>(sm, g - 1, tid);
@@ -420,11 +425,13 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
     for (int it = 0; it < n_blocks; it++) {
         int g = pos + it, stage = g % C::STAGES, n = t.n_hi - 1 - it;
         bool bulk = tm.kind != WG_TMA_OFF && ((n + 1) * C::BN <= t.s.s_k || tail_zero), table = !bulk || tm.kind == WG_TMA_PAGED;
-        int64_t *rows = sm.tables + (g % 2) * C::BN; // alternating: one barrier per block suffices
+        int64_t *rows = sm.tables + (g % C::TABLE_SETS) * 2 * C::BN; // two sets: one barrier per block suffices
+        if (C::TABLE_SETS == 1 && table && it > 0) named_bar_sync(1, 128); // every thread is done reading the set
         if (table && tid < C::BN) {
             bool valid = loc.row >= 0;
             if (valid) loc.outer = page_checked(p, loc.outer, bad);
-            rows[tid] = wg_row_entry(loc, valid);
+            rows[tid] = bulk ? loc.outer << 32 | loc.row : valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
+            rows[C::BN + tid] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
         }
         loc = wg_locate<C>(p, t, it + 1, n_blocks, tid); // the next block's page-table reads, in flight meanwhile
         if (table) named_bar_sync(1, 128);
@@ -432,7 +439,7 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
         int parity = (g / C::STAGES - 1) & 1;
         if (g >= C::STAGES) mbar_wait(&sm.k_empty[stage], parity);
         if (!bulk) {
-            wg_load_rows<C, C::DCH>(p.k, t.hk * p.k.sh, rows, k, tid, p.d / (16 / C::EB));
+            wg_load_rows<C, C::DCH>(p.k.data, rows, k, tid, p.d / (16 / C::EB));
             mbar_cp_async_arrive(&sm.k_full[stage]);
         } else if (tid == 0) {
             fence_proxy_async(); // cp.async (generic proxy) may have written this buffer before
@@ -444,7 +451,7 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
         uint64_t *v_bar;
         char *v = wg_v_dst<C>(sm, g, &v_bar);
         if (!bulk) {
-            wg_load_rows<C, C::DVCH>(p.v, t.hk * p.v.sh, rows, v, tid, p.d_v / (16 / C::EB));
+            wg_load_rows<C, C::DVCH>(p.v.data, rows + C::BN, v, tid, p.d_v / (16 / C::EB));
             mbar_cp_async_arrive(v_bar);
         } else if (tid == 0) {
             if (C::FP8) fence_proxy_async(); // cp.async may have written this land buffer before
