@@ -564,6 +564,32 @@ static void sweep_walks(group *g) {
     }
 }
 
+/* d 256 over more than 1k keys (its 80-key-block kernel; 1k and less and paged caches run 64-key blocks):
+ * dense with a partial last block by TMA, varlen and seqused_k (partial blocks through the one row table the
+ * 80-key kernel has room for), a left pad, GQA, causal, a window, softcap and ALiBi. */
+static void sweep_long256(group *g) {
+    static const int keys[4] = {1100, 1285, 1600, 2053};
+    for (int i = 0; i < 12; i++) {
+        cfg c = cfg_base();
+        c.dt = DTYPES[i % 2];
+        c.d = c.d_v = 256;
+        c.b = 2, c.h_q = i % 3 ? 4 : 8, c.h_k = 2;
+        c.s_k = keys[i % 4];
+        c.s_q = i % 4 == 1 ? c.s_k : 150 + 37 * i;
+        set_mask(&c, i % 3);
+        switch (i % 4) {
+        case 1: c.q_varlen = 1, c.kv = KV_VARLEN; break;
+        case 2: c.seqused = 1; break;
+        case 3: c.kv_index = 2; break;
+        default: break;
+        }
+        if (i == 5) c.softcap = 30.0f;
+        if (i == 6) c.alibi = 1;
+        c.lse = i % 2;
+        run_case(g, &c);
+    }
+}
+
 /* Non-contiguous views: q/k/v slices of a packed qkv, padded strides (16-byte multiples). */
 static void sweep_strides(group *g) {
     for (int i = 0; i < 8; i++) {
@@ -720,6 +746,7 @@ int main(int argc, char **argv) {
         {"append", sweep_append}, {"masked", sweep_masked},   {"strides", sweep_strides},   {"mixed", sweep_mixed},
         {"graph", sweep_graph},   {"odd_dims", sweep_odd_dims}, {"kv_index", sweep_kv_index},
         {"fp8", sweep_fp8},       {"fp8q", sweep_fp8q},       {"walks", sweep_walks},
+        {"long256", sweep_long256},
     };
     const char *only = argc > 1 ? argv[1] : NULL; /* optional: one group by name */
     if (harness_init("gpu_attn")) return 2;

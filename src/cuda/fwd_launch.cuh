@@ -45,7 +45,7 @@ template <typename T, int D, int DV> struct prefill_cfg {
 template <class C> struct is_wg {
     static constexpr bool value = false;
 };
-template <typename T, int D, int DV, typename E> struct is_wg<wg_cfg<T, D, DV, E>> {
+template <typename T, int D, int DV, typename E, int V> struct is_wg<wg_cfg<T, D, DV, E, V>> {
     static constexpr bool value = true;
 };
 
@@ -344,9 +344,16 @@ static fc_status launch_decode(const fc_problem *p, fc_split_ws ws, cudaStream_t
     return launch<one>(p, ws, stream, info);
 }
 
+// d 256's second prefill config (wg_shape V = 1, 64-key blocks) where 80-key blocks lose: a paged cache (TMA
+// takes its pages only in blocks a page divides or is a multiple of: 64 and 256-key pages by cp.async
+// measured 1.8x slower) and keys up to 1k (512 = 6.4 blocks of 80; -3% at 512, causal 1k -3%: PERF.md step 77).
+static inline bool wg_short_blocks(const fc_problem *p) { return p->kv_layout == FC_KV_PAGED || p->s_k <= 1024; }
+
 template <typename T, int D, int DV>
 static fc_status launch_dims(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (use_decode_cfg(p)) return launch_decode<T, D, DV>(p, ws, stream, info);
+    if constexpr (D == 256 && DV == 256)
+        if (wg_short_blocks(p)) return launch<wg_cfg<T, D, DV, T, 1>>(p, ws, stream, info);
     return launch<typename prefill_cfg<T, D, DV>::type>(p, ws, stream, info);
 }
 

@@ -25,8 +25,10 @@
 // The tile shape per head dims: key block BN and Q buffers (a ring over the CTA's tiles; two let the next
 // tile's Q load while the previous tile runs, where shared memory has room). d 96: d 128's tiles, of which
 // it computes 96 features (DS, DVS: what is stored; PERF.md step 63). d 256: O alone is 128 registers a
-// thread and a 128-key block of K and V 128 KB, so 64-key blocks; d 192 / d_v 128 and d 256 have room for
-// one Q buffer only.
+// thread and a 128-key block of K and V 128 KB, so 80-key blocks (PERF.md step 77), and a second config
+// (V = 1: the host's wg_variant) of 64-key blocks for paged K/V, whose pages TMA can read only in blocks
+// that a page divides or is a multiple of, and for short sequences (512 keys: 8 whole blocks, not 6.4);
+// d 192 / d_v 128 and d 256 have room for one Q buffer only.
 // LAZY: FlashAttention-4's lazy rescale (softmax_update): measured +4-5% at d 128 and 256 (2k-16k), -2% at
 // d 64, where the block's few FMULs of O cost less than the vote that skips them (docs/PERF.md step 49).
 // O_TMA: the epilogue by TMA store through Q's buffer where the host allows it (wg_store_tma): +5-9% at 512
@@ -40,7 +42,7 @@
 // each consumer thread (128 PRODUCER_REGS + 128 CONSUMERS CONSUMER_REGS <= 64 K). d 64: three, as
 // FlashAttention-3 runs it (192-row tiles): its block loop is short, and two warps a scheduler left the
 // issue slots half idle (ncu, PERF.md step 66); 160 registers hold its S (64), O (32) and P (32).
-template <int D, int DV, bool FP8 = false> struct wg_shape {
+template <int D, int DV, bool FP8 = false, int V = 0> struct wg_shape {
     static constexpr int BN = 128, QBUF = 2;      // d 128: 32 + 2 x 64 KB
     static constexpr bool LAZY = D >= 128, O_TMA = true;
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216; // the producer spills at 56
@@ -76,6 +78,11 @@ template <> struct wg_shape<192, 192> {
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<256, 256> {
+    static constexpr int BN = 80, QBUF = 1;       // 64 KB Q + 2 x (40 + 40) KB K/V (FlashAttention-3's 128 x 80)
+    static constexpr bool LAZY = true, O_TMA = true;
+    static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
+};
+template <> struct wg_shape<256, 256, false, 1> { // paged K/V (TMA pages: 64-key blocks) and short sequences
     static constexpr int BN = 64, QBUF = 1;       // 64 KB Q + 2 x (32 + 32) KB K/V
     static constexpr bool LAZY = true, O_TMA = true;
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
@@ -86,13 +93,13 @@ template <> struct wg_shape<256, 256> {
 // 16 / EB elements, a 128-byte swizzle atom FA, a wgmma k-step 32 bytes of k (PK keys of P·V).
 // FP8: the 8-bit wgmma takes B K-major only, so V lands in a ring of two buffers as it comes ([key][feature])
 // and the producer transposes it into the stage (Vt, [feature][key]: wg_finish_v).
-template <typename T_, int D_, int DV_, typename E_ = T_>
+template <typename T_, int D_, int DV_, typename E_ = T_, int V_ = 0>
 struct wg_cfg {
     typedef T_ T;
     typedef E_ E;
     static constexpr int EB = sizeof(E), FA = 128 / EB;             // bytes per element, elements per atom row
     static constexpr bool FP8 = EB == 1;
-    typedef wg_shape<D_, DV_, FP8> shape;
+    typedef wg_shape<D_, DV_, FP8, V_> shape;
     static constexpr int D = D_, DV = DV_, BN = shape::BN, STAGES = 2, CONSUMERS = shape::CONSUMERS;
     static constexpr int DS = (D + FA - 1) / FA * FA, DVS = (DV + FA - 1) / FA * FA; // stored: whole 128-byte atoms
     static constexpr int PK = 32 / EB, PA = BN / PK * 4;             // keys per P·V k-step; P's fragment registers
@@ -106,13 +113,17 @@ struct wg_cfg {
     static constexpr int Q_BYTES = BM * DS * EB, K_BYTES = BN * DS * EB, V_BYTES = BN * DVS * EB;
     static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
     static constexpr int LAND_BYTES = FP8 ? 2 * V_BYTES : 0;          // FP8: V's landing ring
-    static constexpr int TABLE_BYTES = 2 * 2 * BN * 8;               // two row tables (K, V offsets), alternating
     static constexpr int BAR_BYTES = (2 * QBUF + 4 * STAGES + 2) * 8;
-    static constexpr int SMEM_BYTES = 1024 + QBUF * Q_BYTES + STAGES * STAGE_BYTES + LAND_BYTES + TABLE_BYTES + BAR_BYTES;
+    static constexpr int TILES_BYTES = 1024 + QBUF * Q_BYTES + STAGES * STAGE_BYTES + LAND_BYTES + BAR_BYTES;
+    // Row tables (K and V element offsets of BN rows): two sets, alternating by block, or one where two do not
+    // fit (d 256's 80-key blocks: the producer then waits for every reader of a set before it writes it again)
+    static constexpr int TABLE_SETS = TILES_BYTES + 2 * 2 * BN * 8 <= 227 * 1024 ? 2 : 1;
+    static constexpr int TABLE_BYTES = TABLE_SETS * 2 * BN * 8;
+    static constexpr int SMEM_BYTES = TILES_BYTES + TABLE_BYTES;
     static constexpr int PRODUCER_REGS = shape::PRODUCER_REGS, CONSUMER_REGS = shape::CONSUMER_REGS;
     static_assert(D % 32 == 0 && DV % 32 == 0, "wgmma tiles: d and d_v multiples of 32 (P·V: one wgmma of N = d_v)");
     static_assert(!FP8 || (D == DV && (BN == 128 || BN == 64)), "FP8: Vt rows of 128 keys (128-byte swizzle) or 64 (64-byte)");
-    static_assert(BN == 64 || BN == 96 || BN == 112 || BN == 128, "S = Q K^T is one wgmma of N = BN; a producer thread per key row");
+    static_assert(BN == 64 || BN == 80 || BN == 96 || BN == 112 || BN == 128, "S = Q K^T is one wgmma of N = BN; a producer thread per key row");
     static_assert(QBUF == 1 || QBUF == 2, "Q buffers");
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one CTA");
     static_assert(CONSUMERS == 2 || CONSUMERS == 3, "consumer warpgroups: named barriers 2 + g (epilogue), 8 + g (turns)");
@@ -372,9 +383,10 @@ __device__ void wg_produce_rows(const fc_problem &p, const fwd_tile &t, const wg
     fc_kv_loc loc = wg_locate<C>(p, t, 0, n_blocks, tid);
     for (int it = 0; it < n_blocks; it++) {
         int g = pos + it, stage = g % C::STAGES;
-        int64_t *rows = sm.tables + (g % 2) * 2 * C::BN; // alternating: one barrier per block suffices
+        int64_t *rows = sm.tables + (g % C::TABLE_SETS) * 2 * C::BN; // two sets: one barrier per block suffices
         bool valid = loc.row >= 0;
         if (valid) loc.outer = page_checked(p, loc.outer, bad);
+        if (C::TABLE_SETS == 1 && it > 0) named_bar_sync(1, 128); // every thread is done reading the set
         if (tid < C::BN) {
             rows[tid] = valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
             rows[C::BN + tid] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
@@ -397,8 +409,8 @@ __device__ void wg_produce_rows(const fc_problem &p, const fwd_tile &t, const wg
         if (n_blocks > 0) wg_finish_v<C>(sm, pos + n_blocks - 1, tid);
 }
 
-// Every key block of tile t, ring positions pos ..: a block whose keys all lie in the sequence comes by
-// TMA where the cache allows (wg_tma): one thread copies, the others only arrive; otherwise every thread
+// Every key block of tile t, ring positions pos ..: a block whose keys all lie in the sequence (or past the
+// end of a dense cache) comes by TMA where the cache allows (wg_tma): one thread copies, the others only arrive; otherwise every thread
 // copies its row by cp.async from a row table of element offsets. Paged TMA reads (page, row) from the
 // row table too. A table is written, then a barrier (every thread's entry is read), then for K and for
 // V: wait for the buffer, copy, and have the copies' arrival signalled on the buffer's barrier.
@@ -406,11 +418,15 @@ template <class C>
 __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const wg_smem &sm, const wg_tma &tm, int tid,
                                   int pos, int *bad) {
     int n_blocks = t.n_hi - t.n_lo;
+    // A dense sequence that ends where the cache does: its partial last block by TMA too, the rows past the
+    // map's end zero-filled (as cp.async would; rows of a cache past the sequence's length are not read).
+    bool tail_zero = tm.kind == WG_TMA_DENSE && t.s.k_row0 + t.s.s_k == p.s_k;
     fc_kv_loc loc = wg_locate<C>(p, t, 0, n_blocks, tid);
     for (int it = 0; it < n_blocks; it++) {
         int g = pos + it, stage = g % C::STAGES, n = t.n_hi - 1 - it;
-        bool bulk = tm.kind != WG_TMA_OFF && (n + 1) * C::BN <= t.s.s_k, table = !bulk || tm.kind == WG_TMA_PAGED;
-        int64_t *rows = sm.tables + (g % 2) * 2 * C::BN; // alternating: one barrier per block suffices
+        bool bulk = tm.kind != WG_TMA_OFF && ((n + 1) * C::BN <= t.s.s_k || tail_zero), table = !bulk || tm.kind == WG_TMA_PAGED;
+        int64_t *rows = sm.tables + (g % C::TABLE_SETS) * 2 * C::BN; // two sets: one barrier per block suffices
+        if (C::TABLE_SETS == 1 && table && it > 0) named_bar_sync(1, 128); // every thread is done reading the set
         if (table && tid < C::BN) {
             bool valid = loc.row >= 0;
             if (valid) loc.outer = page_checked(p, loc.outer, bad);

@@ -72,6 +72,7 @@ __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
 
 #define FC_R4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
 #define FC_R32 FC_R4(0), FC_R4(4), FC_R4(8), FC_R4(12), FC_R4(16), FC_R4(20), FC_R4(24), FC_R4(28)
+#define FC_R40 FC_R4(0), FC_R4(4), FC_R4(8), FC_R4(12), FC_R4(16), FC_R4(20), FC_R4(24), FC_R4(28), FC_R4(32), FC_R4(36)
 #define FC_R48 FC_R4(0), FC_R4(4), FC_R4(8), FC_R4(12), FC_R4(16), FC_R4(20), FC_R4(24), FC_R4(28), \
     FC_R4(32), FC_R4(36), FC_R4(40), FC_R4(44)
 #define FC_R56 FC_R4(0), FC_R4(4), FC_R4(8), FC_R4(12), FC_R4(16), FC_R4(20), FC_R4(24), FC_R4(28), \
@@ -87,6 +88,9 @@ __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
     FC_R4(104), FC_R4(108), FC_R4(112), FC_R4(116), FC_R4(120), FC_R4(124)
 #define FC_D32 "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" "}"
+#define FC_D40 "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39" "}"
 #define FC_D48 "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47" "}"
@@ -131,6 +135,7 @@ __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
 template <typename T, int N> struct wgmma_op;
 #define FC_WGMMA_OPS(T, TY)  \
     FC_WGMMA_OP(T, TY, 64, 32, "%32", "%33", "%34", "%35", "%36", "%37", "%38") \
+    FC_WGMMA_OP(T, TY, 80, 40, "%40", "%41", "%42", "%43", "%44", "%45", "%46") \
     FC_WGMMA_OP(T, TY, 96, 48, "%48", "%49", "%50", "%51", "%52", "%53", "%54") \
     FC_WGMMA_OP(T, TY, 112, 56, "%56", "%57", "%58", "%59", "%60", "%61", "%62") \
     FC_WGMMA_OP(T, TY, 128, 64, "%64", "%65", "%66", "%67", "%68", "%69", "%70") \
@@ -174,6 +179,7 @@ FC_WGMMA8_OP(256, 128, "%128", "%129", "%130", "%131", "%132", "%133")
 #undef FC_WGMMA_SS
 #undef FC_WGMMA_RS
 #undef FC_D32
+#undef FC_D40
 #undef FC_D48
 #undef FC_D56
 #undef FC_D64
@@ -181,6 +187,7 @@ FC_WGMMA8_OP(256, 128, "%128", "%129", "%130", "%131", "%132", "%133")
 #undef FC_D128
 #undef FC_R4
 #undef FC_R32
+#undef FC_R40
 #undef FC_R48
 #undef FC_R56
 #undef FC_R64
