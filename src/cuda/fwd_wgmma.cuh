@@ -26,7 +26,7 @@
 // tile's Q load while the previous tile runs, where shared memory has room). d 96: d 128's tiles, of which
 // it computes 96 features (DS, DVS: what is stored; PERF.md step 63). d 256: O alone is 128 registers a
 // thread and a 128-key block of K and V 128 KB, so 80-key blocks (PERF.md step 77), and a second config
-// (V = 1: the host's wg_variant) of 64-key blocks for paged K/V, whose pages TMA can read only in blocks
+// (V = 1: the host's wg_short_blocks) of 64-key blocks for paged K/V, whose pages TMA can read only in blocks
 // that a page divides or is a multiple of, and for short sequences (512 keys: 8 whole blocks, not 6.4);
 // d 192 / d_v 128 and d 256 have room for one Q buffer only.
 // LAZY: FlashAttention-4's lazy rescale (softmax_update): measured +4-5% at d 128 and 256 (2k-16k), -2% at
@@ -410,8 +410,8 @@ __device__ void wg_produce_rows(const fc_problem &p, const fwd_tile &t, const wg
 }
 
 // Every key block of tile t, ring positions pos ..: a block whose keys all lie in the sequence (or past the
-// end of a dense cache) comes by TMA where the cache allows (wg_tma): one thread copies, the others only arrive; otherwise every thread
-// copies its row by cp.async from a row table of element offsets. Paged TMA reads (page, row) from the
+// end of a dense cache) comes by TMA where the cache allows (wg_tma): one thread copies, the others only
+// arrive; otherwise every thread copies its row by cp.async from a row table of element offsets. Paged TMA reads (page, row) from the
 // row table too. A table is written, then a barrier (every thread's entry is read), then for K and for
 // V: wait for the buffer, copy, and have the copies' arrival signalled on the buffer's barrier.
 template <class C>
