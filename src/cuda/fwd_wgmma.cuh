@@ -411,9 +411,10 @@ __device__ void wg_produce_rows(const fc_problem &p, const fwd_tile &t, const wg
 
 // Every key block of tile t, ring positions pos ..: a block whose keys all lie in the sequence (or past the
 // end of a dense cache) comes by TMA where the cache allows (wg_tma): one thread copies, the others only
-// arrive; otherwise every thread copies its row by cp.async from a row table of element offsets. Paged TMA reads (page, row) from the
-// row table too. A table is written, then a barrier (every thread's entry is read), then for K and for
-// V: wait for the buffer, copy, and have the copies' arrival signalled on the buffer's barrier.
+// arrive; otherwise every thread copies its row by cp.async from a row table of element offsets. Paged TMA
+// reads (page, row) from the row table too. A table is written, then a barrier (every thread's entry is
+// read), then for K and for V: wait for the buffer, copy, and have the copies' arrival signalled on the
+// buffer's barrier.
 template <class C>
 __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const wg_smem &sm, const wg_tma &tm, int tid,
                                   int pos, int *bad) {
