@@ -26,9 +26,10 @@
 // tile's Q load while the previous tile runs, where shared memory has room). d 96: d 128's tiles, of which
 // it computes 96 features (DS, DVS: what is stored; PERF.md step 63). d 256: O alone is 128 registers a
 // thread and a 128-key block of K and V 128 KB, so 80-key blocks (PERF.md step 77), and a second config
-// (V = 1: the host's wg_short_blocks) of 64-key blocks for paged K/V, whose pages TMA can read only in blocks
+// (V = 1: the host's wg_second_config) of 64-key blocks for paged K/V, whose pages TMA can read only in blocks
 // that a page divides or is a multiple of, and for short sequences (512 keys: 8 whole blocks, not 6.4);
-// d 192 / d_v 128 and d 256 have room for one Q buffer only.
+// d 192 / d_v 128 and d 256 have room for one Q buffer only. d 64 has a second config too (V = 1): two
+// consumer warpgroups, for masked calls of up to 1k keys.
 // LAZY: FlashAttention-4's lazy rescale (softmax_update): measured +4-5% at d 128 and 256 (2k-16k), -2% at
 // d 64, where the block's few FMULs of O cost less than the vote that skips them (docs/PERF.md step 49).
 // O_TMA: the epilogue by TMA store through Q's buffer where the host allows it (wg_store_tma): +5-9% at 512
@@ -51,6 +52,11 @@ template <> struct wg_shape<64, 64> {
     static constexpr int BN = 128, QBUF = 2;      // 2 x 24 KB Q + 2 x (16 + 16) KB K/V
     static constexpr bool LAZY = false, O_TMA = true;
     static constexpr int CONSUMERS = 3, PRODUCER_REGS = 32, CONSUMER_REGS = 160;
+};
+template <> struct wg_shape<64, 64, false, 1> { // masked, up to 1k keys: partial 192-row tiles lose (step 78)
+    static constexpr int BN = 128, QBUF = 2;      // 2 x 16 KB Q + 2 x (16 + 16) KB K/V
+    static constexpr bool LAZY = false, O_TMA = true;
+    static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<128, 128, true> {
     static constexpr int BN = 128, QBUF = 2;      // 2 x 16 KB Q + 2 x (16 + 16) KB K/Vt + 2 x 16 KB V landing
