@@ -10,7 +10,8 @@
  * within tolerance.
  * Every failure names its seed; the end lists the failed seeds.
  *
- * usage: test_random [--cases N] [--first S]   N cases (default 2000) of seeds S, S+1, ... (default 1)
+ * usage: test_random [--cases N] [--first S]   N cases (default 2000, or $FLASHC_TEST_RANDOM_CASES) of
+ *                                               seeds S, S+1, ... (default 1)
  *        test_random --seed S                   exactly the case of seed S (also: gpu_random --seed S)
  */
 #include "random_case.h"
@@ -172,7 +173,9 @@ static void run_seed(group *g, uint64_t seed) {
 }
 
 int main(int argc, char **argv) {
-    long cases = DEFAULT_CASES;
+    /* The sanitizer runs take fewer cases (make test-tsan: TSan makes each case ~10x slower). */
+    const char *env_cases = getenv("FLASHC_TEST_RANDOM_CASES");
+    long cases = env_cases && atol(env_cases) > 0 ? atol(env_cases) : DEFAULT_CASES;
     uint64_t first = 1;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) {
