@@ -625,14 +625,35 @@ __device__ __forceinline__ void wg_softmax(const score_consts &sc, int n, wg_reg
     }
 }
 
-// The first block (it = 0, ring position pos): S, softmax, P.
+// FlashAttention-3's order: the consumer warpgroups take turns issuing a block's GEMMs, in a ring (named
+// barrier 8 + wg: warpgroup wg's turn, passed on by wg - 1), so one's softmax runs while another's GEMMs do.
+// The ring runs on over the CTA's tiles: each block's turn (the first's S included) passes to the next
+// warpgroup, the last warpgroup's last turn of a tile to the first warpgroup's first of the next tile, so
+// the warpgroups start a tile half a turn apart and one's epilogue runs under another's GEMMs (a ring
+// opened and closed per tile started each tile's warpgroups in step: PERF.md steps 71, 79). The last
+// warpgroup opens the ring once (wg_turns_open) and the first closes it once at the end (wg_turns_close),
+// so each barrier sees as many arrivals as waits. (d 64's three without turns measured the same: step 70.)
+template <class C>
+__device__ __forceinline__ void wg_turns_open(int wg) {
+    if (wg == C::CONSUMERS - 1) named_bar_arrive(8, 256);
+}
+__device__ __forceinline__ void wg_turn_wait(int wg) { named_bar_sync(8 + wg, 256); }
+template <class C>
+__device__ __forceinline__ void wg_turn_pass(int wg) { named_bar_arrive(8 + (wg + 1) % C::CONSUMERS, 256); }
+__device__ __forceinline__ void wg_turns_close(int wg) {
+    if (wg == 0) wg_turn_wait(0);
+}
+
+// The first block (it = 0, ring position pos): S in this warpgroup's turn, softmax, P.
 template <class C, bool MASK, bool PLAIN>
 __device__ __forceinline__ void wg_first(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq,
                                          int pos, wg_regs<C> &w) {
-    int cur = pos % C::STAGES;
+    int cur = pos % C::STAGES, wg = threadIdx.x / 128;
     float rescale[2];
     wg_acquire(&sm.k_full[cur], (pos / C::STAGES) & 1);
+    wg_turn_wait(wg);
     wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
+    wg_turn_pass<C>(wg);
     wgmma_wait<0>();
     wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
     wg_release(&sm.k_empty[cur]);
@@ -650,20 +671,6 @@ __device__ __forceinline__ void wg_wait_after_softmax(const row_softmax *st) {
     wgmma_wait<0>();
 }
 
-// FlashAttention-3's order: the consumer warpgroups take turns issuing a block's GEMMs, in a ring (named
-// barrier 8 + wg: warpgroup wg's turn, passed on by wg - 1), so one's softmax runs while another's GEMMs do.
-// The last warpgroup opens the turns of a tile (wg_turns_open) and passes none after its last block, so
-// each barrier sees as many arrivals as waits. (d 64's three without turns measured the same: PERF.md step 70.)
-template <class C>
-__device__ __forceinline__ void wg_turns_open(int wg, int n_blocks) {
-    if (wg == C::CONSUMERS - 1 && n_blocks >= 2) named_bar_arrive(8, 256);
-}
-__device__ __forceinline__ void wg_turn_wait(int wg) { named_bar_sync(8 + wg, 256); }
-template <class C>
-__device__ __forceinline__ void wg_turn_pass(int wg, bool last) {
-    if (wg < C::CONSUMERS - 1 || !last) named_bar_arrive(8 + (wg + 1) % C::CONSUMERS, 256);
-}
-
 // Block it >= 1 (ring position g = pos + it): issue S(it) and PV(it - 1) in this warpgroup's turn; the
 // softmax of S(it) runs while PV(it - 1) and the other warpgroup's GEMMs do; then O is rescaled and P(it)
 // packed. K(it) goes back once S(it) is in, V(it - 1) once PV(it - 1) is done.
@@ -677,7 +684,7 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
     wg_turn_wait(wg);
     wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
     wg_pv<C>(w.pa, sm.stages + prev * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0]);
-    wg_turn_pass<C>(wg, it == t.n_hi - t.n_lo - 1);
+    wg_turn_pass<C>(wg);
     wgmma_wait<1>(); // S(it) is in; PV(it - 1) may still run
     wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
     wg_release(&sm.k_empty[cur]);
@@ -725,7 +732,6 @@ __device__ __forceinline__ void wg_blocks(const score_consts &sc, const fwd_tile
         wg_first<C, true, PLAIN>(sc, t, sm, sq, pos, w);
     else
         wg_first<C, false, PLAIN>(sc, t, sm, sq, pos, w);
-    wg_turns_open<C>(threadIdx.x / 128, n_blocks);
     int it = 1;
 #pragma unroll 1
     for (; it < n_blocks && masked(it); it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);
@@ -829,6 +835,7 @@ __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &s
     int pos = 0, uses0 = 0, uses1 = 0; // tiles through Q buffers 0 and 1
     int stored = 0;                    // a Q buffer (+ 1) holding O on its way out (wg_store_tma)
     int steps = wg_steps<C, P>(p, tm);
+    wg_turns_open<C>(threadIdx.x / 128);
     for (int k = 0; k < steps; k++) {
         fwd_tile t;
         if (!wg_tile_at<C, P>(p, tm, k, t)) continue;
@@ -838,6 +845,7 @@ __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &s
         pos += t.n_hi - t.n_lo;
     }
     if (stored) wg_release_stored(&sm.q_empty[stored - 1]); // (shared memory must outlive the store's reads)
+    wg_turns_close(threadIdx.x / 128);
 }
 
 // ---------------------------------------------------------------------------------------------
