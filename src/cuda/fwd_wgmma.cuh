@@ -33,8 +33,8 @@
 // LAZY: FlashAttention-4's lazy rescale (softmax_update): measured +4-5% at d 128 and 256 (2k-16k), -2% at
 // d 64, where the block's few FMULs of O cost less than the vote that skips them (docs/PERF.md step 49).
 // O_TMA: the epilogue by TMA store through Q's buffer where the host allows it (wg_store_tma): +5-9% at 512
-// tokens for d 64, 128, 256; off at d 192, whose one Q buffer then goes back later (192 / 128 causal 1k -11%;
-// PERF.md step 58).
+// tokens for d 64, 128, 256, d 192 +1.5-11% from 512 to 8k (PERF.md steps 58, 82); off at d 192 / 128, whose
+// one Q buffer then goes back later (causal 1k -11% in step 58, -3.6..+5.6% in step 82).
 // FP8 (Q, K and V in e4m3; issue 13): d <= 128 runs on the d 128 kernel (BN 128), d 256 on BN 64 (O is 128
 // registers, S 32); Q in half the bytes, so two buffers at d 256 too; the lazy rescale (P up to 2^8 before it
 // is rounded to e4m3, whose relative precision is the same there: flashc.h); no O by TMA store (O in T is
@@ -80,7 +80,7 @@ template <> struct wg_shape<192, 128> {
 };
 template <> struct wg_shape<192, 192> {
     static constexpr int BN = 112, QBUF = 1;      // 48 KB Q + 2 x (42 + 42) KB K/V (FlashAttention-3's 128 x 112)
-    static constexpr bool LAZY = true, O_TMA = false;
+    static constexpr bool LAZY = true, O_TMA = true;
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<256, 256> {
