@@ -10,7 +10,8 @@
 # with it the ceiling (--no-ceiling). With $OUT set (the device tool's folder) every row also goes to
 # $OUT/ab-NAME.log, one file per tree, so a long A/B survives the tool's output tail. AB_BUILD=0 skips the
 # make of the other trees (their build/ was made elsewhere and carried: make would rebuild on new mtimes).
-# Side by side afterwards (the fastest round of each): python3 bench/ab_compare.py $OUT new old [...].
+# Side by side afterwards (the fastest round of each, + where a tree is faster than the first named):
+#   python3 bench/ab_compare.py $OUT main branch [...]
 trees=${AB_TREES:?AB_TREES: name:dir pairs, the first one already built}
 rounds=${AB_ROUNDS:-2}
 set_=${AB_SET:-all}
