@@ -21,7 +21,7 @@ def fastest_rounds(path):
 
 def main():
     if len(sys.argv) < 4:
-        print(__doc__ or "usage: python3 bench/ab_compare.py DIR BASE OTHER [OTHER ...]")
+        print("usage: python3 bench/ab_compare.py DIR BASE OTHER [OTHER ...]")
         return 1
     folder, trees = sys.argv[1], sys.argv[2:]
     logs = {t: fastest_rounds("%s/ab-%s.log" % (folder, t)) for t in trees}

@@ -349,16 +349,16 @@ static fc_status launch_decode(const fc_problem *p, fc_split_ws ws, cudaStream_t
 // by cp.async measured 1.8x slower) and keys up to 1k (512 = 6.4 blocks of 80; -3% at 512, causal 1k -3%:
 // PERF.md step 77). d 64, two consumer warpgroups (128-row tiles): masked calls of up to 1k keys, whose
 // partial 192-row tiles lost 4-7% to them (PERF.md steps 69, 78).
+template <int D, int DV> static constexpr bool wg_has_second_config = (D == 256 && DV == 256) || (D == 64 && DV == 64);
 template <int D, int DV> static inline bool wg_second_config(const fc_problem *p) {
-    if (D == 256 && DV == 256) return p->kv_layout == FC_KV_PAGED || p->s_k <= 1024;
-    if (D == 64 && DV == 64) return wg_masked(*p) && p->s_k <= 1024;
-    return false;
+    if (D == 256) return p->kv_layout == FC_KV_PAGED || p->s_k <= 1024;
+    return wg_masked(*p) && p->s_k <= 1024; // d 64
 }
 
 template <typename T, int D, int DV>
 static fc_status launch_dims(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (use_decode_cfg(p)) return launch_decode<T, D, DV>(p, ws, stream, info);
-    if constexpr ((D == 256 && DV == 256) || (D == 64 && DV == 64))
+    if constexpr (wg_has_second_config<D, DV>)
         if (wg_second_config<D, DV>(p)) return launch<wg_cfg<T, D, DV, T, 1>>(p, ws, stream, info);
     return launch<typename prefill_cfg<T, D, DV>::type>(p, ws, stream, info);
 }
