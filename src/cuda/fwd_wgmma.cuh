@@ -112,6 +112,12 @@ struct wg_cfg {
     static constexpr int QBUF = shape::QBUF;                         // Q buffers, a ring over the tiles
     static constexpr bool LAZY = shape::LAZY;                        // lazy rescale (softmax_update)
     static constexpr bool O_TMA = shape::O_TMA;                      // the epilogue may store by TMA (wg_store_tma)
+    // Each warpgroup skips the key blocks its own rows cannot see (wg_blocks_unseen) where a causal tile has
+    // such blocks: blocks under 128 keys (d 192, 256: the first warpgroup's last block; +2-7% causal 512-2k).
+    // With 128-key blocks and two warpgroups both end in the tile's last block, and the check alone cost 1.5-4%
+    // at 512 keys; d 64's three warpgroups gained 2.5% at 4k causal and lost as much without a mask (PERF.md
+    // step 83).
+    static constexpr bool SKIP = BN < 128;
     static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
     static constexpr int MT = 1, ROWS = 2, NWARPS = 4 * CONSUMERS; // fwd_kernel's view of a consumer warp
     static constexpr bool HEAD_MAJOR = false;
@@ -644,21 +650,35 @@ __device__ __forceinline__ void wg_turns_close(int wg) {
     if (wg == 0) wg_turn_wait(0);
 }
 
-// The first block (it = 0, ring position pos): S in this warpgroup's turn, softmax, P.
+// The warpgroup's first block (iteration it of the tile's blocks, ring position g = pos + it): S in this
+// warpgroup's turn, softmax, P.
 template <class C, bool MASK, bool PLAIN>
 __device__ __forceinline__ void wg_first(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq,
-                                         int pos, wg_regs<C> &w) {
-    int cur = pos % C::STAGES, wg = threadIdx.x / 128;
+                                         int pos, int it, wg_regs<C> &w) {
+    int g = pos + it, cur = g % C::STAGES, wg = threadIdx.x / 128;
     float rescale[2];
-    wg_acquire(&sm.k_full[cur], (pos / C::STAGES) & 1);
+    wg_acquire(&sm.k_full[cur], (g / C::STAGES) & 1);
     wg_turn_wait(wg);
     wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
     wg_turn_pass<C>(wg);
     wgmma_wait<0>();
     wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
     wg_release(&sm.k_empty[cur]);
-    wg_softmax<C, MASK, PLAIN>(sc, t.n_hi - 1, w, rescale); // O is still 0: no rescale
+    wg_softmax<C, MASK, PLAIN>(sc, t.n_hi - 1 - it, w, rescale); // O is still 0: no rescale
     wg_pack_p<C>(w.s[0], w.pa);
+}
+
+// A key block none of the warpgroup's rows can see (ring position g): its turn passed on, K and V given back
+// unread once they are in (each arrival then counts towards this block's use of the buffer, not the last one's).
+template <class C>
+__device__ __forceinline__ void wg_skip(const wg_smem &sm, int g) {
+    int cur = g % C::STAGES, wg = threadIdx.x / 128;
+    wg_turn_wait(wg);
+    wg_turn_pass<C>(wg);
+    mbar_wait(&sm.k_full[cur], (g / C::STAGES) & 1);
+    wg_release(&sm.k_empty[cur]);
+    mbar_wait(&sm.v_full[cur], (g / C::STAGES) & 1);
+    wg_release(&sm.v_empty[cur]);
 }
 
 // wgmma.wait_group 0 once the softmax of the thread's rows is done (their sums st[].l): ptxas moves a wait
@@ -721,17 +741,41 @@ __device__ __forceinline__ void wg_last(const wg_smem &sm, uint64_t *q_empty, bo
     wg_release(&sm.v_empty[last]);
 }
 
-// The split's key blocks, last to first: the masked ones (sequence end, causal diagonal, right window
-// edge) come first, those at a left window edge last, so three loops cover them with one mask choice each.
+// How many of the tile's key blocks, from its last (n_hi - 1) down, warpgroup g's rows cannot see, at most all but
+// one, and the rows' query range [*r_lo, *r_hi) (the tile's when it has none). Under a causal mask the first
+// warpgroup's rows end a block or so before the tile's last row (blocks of 80 or 112 keys, or three warpgroups),
+// so it skips the tile's last block instead of computing it masked out. A warpgroup that sees none of the
+// blocks computes the first masked (its rows see nothing, or are past the tile's and not stored): so every
+// warpgroup runs the same code from its first block on, and O stays in the registers the loops keep it in (a
+// branch around them cost ~140 register moves a tile, -4% at 512 keys). (Blocks at a left window edge are
+// computed, masked.)
+template <class C>
+__device__ __forceinline__ int wg_blocks_unseen(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, int g, int *r_lo,
+                                                int *r_hi) {
+    int pm0 = t.m0 + 64 * g, pm1 = min(pm0 + 64, t.packed_rows), j0 = 0, j1 = 0;
+    *r_lo = t.r_lo;
+    *r_hi = t.r_hi;
+    if (!C::SKIP) return 0;
+    if (pm0 >= pm1) return max(t.n_hi - t.n_lo - 1, 0);
+    *r_lo = (int)div_of(pm0, tm.group);
+    *r_hi = (int)div_of(pm1 - 1, tm.group) + 1;
+    fc_key_range(&p, t.s.s_q, t.s.s_k, *r_lo, *r_hi, &j0, &j1);
+    int hi = j1 > j0 ? (j1 + C::BN - 1) / C::BN : 0;
+    return max(t.n_hi - max(t.n_lo + 1, min(t.n_hi, hi)), 0);
+}
+
+// Key blocks n_hi - 1 down to n_lo of tile t (ring positions pos ..): the masked ones (sequence end, causal
+// diagonal, right window edge) come first, those at a left window edge last, so three loops cover them with
+// one mask choice each; rows r_lo .. r_hi - 1 decide which need a mask.
 template <class C, bool PLAIN>
-__device__ __forceinline__ void wg_blocks(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const wg_tma &tm,
-                                          const char *sq, uint64_t *q_empty, int pos, wg_regs<C> &w) {
+__device__ __forceinline__ void wg_run_blocks(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq,
+                                              int pos, int r_lo, int r_hi, wg_regs<C> &w) {
     int n_blocks = t.n_hi - t.n_lo;
-    auto masked = [&](int it) { return block_needs_mask(sc, t.r_lo, t.r_hi, (t.n_hi - 1 - it) * C::BN, C::BN); };
+    auto masked = [&](int it) { return block_needs_mask(sc, r_lo, r_hi, (t.n_hi - 1 - it) * C::BN, C::BN); };
     if (masked(0))
-        wg_first<C, true, PLAIN>(sc, t, sm, sq, pos, w);
+        wg_first<C, true, PLAIN>(sc, t, sm, sq, pos, 0, w);
     else
-        wg_first<C, false, PLAIN>(sc, t, sm, sq, pos, w);
+        wg_first<C, false, PLAIN>(sc, t, sm, sq, pos, 0, w);
     int it = 1;
 #pragma unroll 1
     for (; it < n_blocks && masked(it); it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);
@@ -739,7 +783,20 @@ __device__ __forceinline__ void wg_blocks(const score_consts &sc, const fwd_tile
     for (; it < n_blocks && !masked(it); it++) wg_step<C, false, PLAIN>(sc, t, sm, sq, pos, it, w);
 #pragma unroll 1
     for (; it < n_blocks; it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);
-    wg_last<C>(sm, q_empty, wg_o_by_tma(tm), pos + n_blocks - 1, w);
+}
+
+// The split's key blocks, last to first, as this warpgroup's rows see them: those past its rows' last key
+// skipped (wg_skip: the turns and the buffers go on), the others by wg_run_blocks, then the last PV.
+template <class C, bool PLAIN>
+__device__ __forceinline__ void wg_blocks(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const wg_tma &tm,
+                                          const char *sq, uint64_t *q_empty, int pos, int skip, int r_lo, int r_hi,
+                                          wg_regs<C> &w) {
+#pragma unroll 1
+    for (int it = 0; it < skip; it++) wg_skip<C>(sm, pos + it);
+    fwd_tile u = t; // the warpgroup's blocks
+    u.n_hi = t.n_hi - skip;
+    wg_run_blocks<C, PLAIN>(sc, u, sm, sq, pos + skip, r_lo, r_hi, w);
+    wg_last<C>(sm, q_empty, wg_o_by_tma(tm), pos + t.n_hi - t.n_lo - 1, w);
 }
 
 // The epilogue by TMA store (tm.o_kind: dense, one split; rows past s_q are outside the map): its O,
@@ -767,8 +824,10 @@ __device__ void wg_store_tma(const fc_problem &p, const fwd_tile &t, const wg_tm
         for (int f = 0; f < C::DV / 8; f++)
             *(uint32_t *)(q + sw128_offset(m, f, C::BM) + 4 * (lane % 4)) =
                 pack2<T>(w.o[0][f][2 * k] * inv, w.o[0][f][2 * k + 1] * inv);
-        if (p.lse && lane % 4 == 0 && pm < t.packed_rows)
-            store_lse(p, t, pm / t.group, t.hk * t.group + pm % t.group, lse);
+        if (p.lse && lane % 4 == 0 && pm < t.packed_rows) { // (the host's divisor: a division here was ~30 instructions)
+            int r = (int)div_of(pm, tm.group);
+            store_lse(p, t, r, t.hk * t.group + pm - r * t.group, lse);
+        }
     }
     fence_proxy_async();
     named_bar_sync(2 + g, 128);
@@ -806,6 +865,11 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
     float out_scale = 1.0f;
     if constexpr (C::FP8) out_scale = apply_descales(p, t, sc);
 
+    // The warpgroup's blocks (wg_blocks_unseen), worked out while its Q may still be loading. g by a warp
+    // reduction: ptxas takes its result as uniform across the warp, keeping the block loops' ring and
+    // descriptor arithmetic on the uniform datapath, which threadIdx.x / 128 moved them off (d 64: +350 spill
+    // instructions, masked block 736 -> 1 063 instructions).
+    int r_lo, r_hi, skip = wg_blocks_unseen<C>(p, t, tm, __reduce_min_sync(0xffffffffu, threadIdx.x / 128), &r_lo, &r_hi);
     if (stored) wg_release_stored(&sm.q_empty[stored - 1]);
     stored = 0;
     if (t.n_hi > t.n_lo) {
@@ -819,9 +883,9 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
             named_bar_sync(2 + g, 128);
         }
         if (sc.cap == 0.0f && !p.alibi && sc.mul > 0.0f)
-            wg_blocks<C, true>(sc, t, sm, tm, sq, &sm.q_empty[b], pos, w);
+            wg_blocks<C, true>(sc, t, sm, tm, sq, &sm.q_empty[b], pos, skip, r_lo, r_hi, w);
         else
-            wg_blocks<C, false>(sc, t, sm, tm, sq, &sm.q_empty[b], pos, w);
+            wg_blocks<C, false>(sc, t, sm, tm, sq, &sm.q_empty[b], pos, skip, r_lo, r_hi, w);
     }
     if (!C::FP8 && t.n_hi > t.n_lo && wg_o_by_tma(tm)) {
         wg_store_tma<C>(p, t, tm, w, sm.q + k % C::QBUF * C::Q_BYTES, &sm.q_empty[k % C::QBUF], g);
