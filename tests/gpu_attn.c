@@ -564,6 +564,25 @@ static void sweep_walks(group *g) {
     }
 }
 
+/* Wide GQA groups on the prefill kernel (32, 64, 128, 192): a tile of a few query rows x many heads, or part of
+ * one row's heads; Q by TMA where the group divides the tile, else cp.async; dense and varlen; the O store by
+ * TMA where the group divides 64. */
+static void sweep_wide_groups(group *g) {
+    static const int heads[4][2] = {{64, 2}, {64, 1}, {128, 1}, {192, 1}};
+    static const int dims[4] = {64, 128, 256, 192};
+    for (int i = 0; i < 8; i++) {
+        cfg c = cfg_base();
+        c.dt = DTYPES[i % 2];
+        c.d = c.d_v = dims[i % 4];
+        c.h_q = heads[i % 4][0], c.h_k = heads[i % 4][1];
+        c.b = 2, c.s_q = i < 4 ? 37 : 130, c.s_k = i < 4 ? 300 : 130;
+        set_mask(&c, i % 3 == 2 ? 0 : 1);
+        if (i == 5) c.q_varlen = 1, c.kv = KV_VARLEN;
+        c.lse = i % 2;
+        run_case(g, &c);
+    }
+}
+
 /* d 256 over more than 1k keys (its 80-key-block kernel; 1k and less and paged caches run 64-key blocks):
  * dense with a partial last block by TMA, varlen and seqused_k (partial blocks through the one row table the
  * 80-key kernel has room for), a left pad, GQA, causal, a window, softcap and ALiBi. */
@@ -746,7 +765,7 @@ int main(int argc, char **argv) {
         {"append", sweep_append}, {"masked", sweep_masked},   {"strides", sweep_strides},   {"mixed", sweep_mixed},
         {"graph", sweep_graph},   {"odd_dims", sweep_odd_dims}, {"kv_index", sweep_kv_index},
         {"fp8", sweep_fp8},       {"fp8q", sweep_fp8q},       {"walks", sweep_walks},
-        {"long256", sweep_long256},
+        {"long256", sweep_long256}, {"wide_groups", sweep_wide_groups},
     };
     const char *only = argc > 1 ? argv[1] : NULL; /* optional: one group by name */
     if (harness_init("gpu_attn")) return 2;
