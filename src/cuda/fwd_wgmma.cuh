@@ -601,11 +601,14 @@ struct wg_regs {
 // Plain scores (no softcap, no ALiBi, scale > 0): raw dot products, -inf where key block n hides them.
 // Each row's visible range once (visible_range), then per score the fragment column c = 8 f + e % 2
 // (key j0 + c) against it: two compares with constants.
+// Returns the fragments before the warp's last visible key (from there on every score of the warp is masked:
+// under a causal mask a quarter to all of the diagonal block's, by warp), by a warp reduction (uniform).
 template <class C>
-__device__ __forceinline__ void wg_mask_raw(const score_consts &sc, const row_scores *rs, int n, float (*s)[4]) {
+__device__ __forceinline__ int wg_mask_raw(const score_consts &sc, const row_scores *rs, int n, float (*s)[4]) {
     int j0 = n * C::BN + 2 * (threadIdx.x % 4), lo[2], hi[2];
 #pragma unroll
     for (int k = 0; k < 2; k++) visible_range(sc, rs[k].r, j0, &lo[k], &hi[k]);
+    int live = (__reduce_max_sync(0xffffffffu, max(hi[0], hi[1])) + 8) / 8; // hi >= -1
 #pragma unroll
     for (int f = 0; f < C::BN / 8; f++)
 #pragma unroll
@@ -613,6 +616,7 @@ __device__ __forceinline__ void wg_mask_raw(const score_consts &sc, const row_sc
             int c = 8 * f + e % 2;
             if (c < lo[e / 2] || c > hi[e / 2]) s[f][e] = -INFINITY;
         }
+    return min(live, C::BN / 8);
 }
 
 // Scores of key block n (masked when MASK) and the online-softmax step of the thread's two rows; PLAIN:
@@ -621,9 +625,15 @@ __device__ __forceinline__ void wg_mask_raw(const score_consts &sc, const row_sc
 template <class C, bool MASK, bool PLAIN>
 __device__ __forceinline__ void wg_softmax(const score_consts &sc, int n, wg_regs<C> &w, float rescale[2]) {
     if (PLAIN) {
-        if (MASK) wg_mask_raw<C>(sc, w.rs, n, w.s[0]);
+        int live = C::BN / 8; // fragments whose exp2 the warp computes
+        if (MASK) {
+            int seen = wg_mask_raw<C>(sc, w.rs, n, w.s[0]);
+            // Only where it measured faster: d 64's two warpgroups (causal up to 1k keys: +3-4%); d 192 lost 9-18%
+            // and d 64's three warpgroups spilled (PERF.md step 88).
+            if (C::D == 64 && C::CONSUMERS == 2) live = seen;
+        }
 #pragma unroll
-        for (int k = 0; k < 2; k++) rescale[k] = softmax_update<C::BN / 8, C::LAZY>(w.st[k], w.s[0], k, sc.mul);
+        for (int k = 0; k < 2; k++) rescale[k] = softmax_update<C::BN / 8, C::LAZY>(w.st[k], w.s[0], k, sc.mul, live);
     } else {
         scores_block<C, MASK>(sc, w.rs, n, w.s);
 #pragma unroll

@@ -27,21 +27,37 @@ __device__ __forceinline__ row_softmax softmax_init(bool has_sink, float sink_lo
 // FC_RESCALE_LOG2 (log2 units); below that the old max stays, p = 2^(s - m) is at most 2^FC_RESCALE_LOG2
 // (fine in fp32 and in P's bf16), and the rescale is exactly 1, which lets the caller skip O's.
 #define FC_RESCALE_LOG2 8.0f
+// live: fragments live and up are -inf for every lane of the warp (a masked block's hidden end, warp-uniform):
+// their p is 0 without an exp2.
 template <int NF, bool LAZY = false>
-__device__ __forceinline__ float softmax_update(row_softmax &st, float (*s)[4], int half, float mul = 1.0f) {
+__device__ __forceinline__ float softmax_update(row_softmax &st, float (*s)[4], int half, float mul = 1.0f, int live = NF) {
+    // (in groups of four fragments: a uniform branch around each group that ptxas keeps as a branch; a test per
+    // fragment became predicates on every instruction, which issue all the same)
+    constexpr int G = NF % 4 == 0 ? 4 : NF % 2 == 0 ? 2 : 1;
     float mx = -INFINITY;
 #pragma unroll
-    for (int f = 0; f < NF; f++) mx = fmaxf(mx, fmaxf(s[f][2 * half], s[f][2 * half + 1]));
+    for (int q = 0; q < NF; q += G)
+        if (q < live)
+#pragma unroll
+            for (int f = q; f < q + G; f++) mx = fmaxf(mx, fmaxf(s[f][2 * half], s[f][2 * half + 1]));
     mx = fmaxf(st.m, quad_max(mx) * mul);
     if (LAZY && mx - st.m <= FC_RESCALE_LOG2) mx = st.m; // (-inf - -inf is NaN: the first block moves)
     float base = mx == -INFINITY ? 0.0f : mx;   // all masked so far: keep exp2 away from -inf - -inf
     float rescale = fast_exp2(st.m - base);     // 0 when the old max was -inf
     float sum = 0.0f;
 #pragma unroll
-    for (int f = 0; f < NF; f++) {
-        s[f][2 * half] = fast_exp2(fmaf(s[f][2 * half], mul, -base));
-        s[f][2 * half + 1] = fast_exp2(fmaf(s[f][2 * half + 1], mul, -base));
-        sum += s[f][2 * half] + s[f][2 * half + 1];
+    for (int q = 0; q < NF; q += G) {
+        if (q < live) {
+#pragma unroll
+            for (int f = q; f < q + G; f++) {
+                s[f][2 * half] = fast_exp2(fmaf(s[f][2 * half], mul, -base));
+                s[f][2 * half + 1] = fast_exp2(fmaf(s[f][2 * half + 1], mul, -base));
+                sum += s[f][2 * half] + s[f][2 * half + 1];
+            }
+        } else {
+#pragma unroll
+            for (int f = q; f < q + G; f++) s[f][2 * half] = s[f][2 * half + 1] = 0.0f;
+        }
     }
     st.l = st.l * rescale + sum;
     st.m = mx;
