@@ -116,7 +116,7 @@ struct wg_cfg {
     // such blocks: blocks under 128 keys (d 192, 256: the first warpgroup's last block; +2-7% causal 512-2k).
     // With 128-key blocks and two warpgroups both end in the tile's last block, and the check alone cost 1.5-4%
     // at 512 keys; d 64's three warpgroups gained 2.5% at 4k causal and lost as much without a mask (PERF.md
-    // step 83).
+    // step 83), so they skip on the grid walk only (wg_skips: masked calls past 16 tiles a head).
     static constexpr bool SKIP = BN < 128;
     static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
     static constexpr int MT = 1, ROWS = 2, NWARPS = 4 * CONSUMERS; // fwd_kernel's view of a consumer warp
@@ -751,6 +751,15 @@ __device__ __forceinline__ void wg_last(const wg_smem &sm, uint64_t *q_empty, bo
     wg_release(&sm.v_empty[last]);
 }
 
+// Whether warpgroups skip the blocks their rows cannot see (wg_blocks_unseen): C::SKIP, and d 64's three
+// warpgroups on the grid walk (P false: under a mask it is the one past 16 tiles a head; a non-causal call
+// takes it only for ragged lengths past 2k rows, where no block is skipped): d 64 causal 4k / 8k +4% (PERF.md
+// step 89), where the same check on every walk had lost 2.4% without a mask (step 83).
+template <class C, bool P>
+__device__ __forceinline__ constexpr bool wg_skips() {
+    return C::SKIP || (C::CONSUMERS == 3 && !P);
+}
+
 // How many of the tile's key blocks, from its last (n_hi - 1) down, warpgroup g's rows cannot see, at most all but
 // one, and the rows' query range [*r_lo, *r_hi) (the tile's when it has none). Under a causal mask the first
 // warpgroup's rows end a block or so before the tile's last row (blocks of 80 or 112 keys, or three warpgroups),
@@ -759,13 +768,13 @@ __device__ __forceinline__ void wg_last(const wg_smem &sm, uint64_t *q_empty, bo
 // warpgroup runs the same code from its first block on, and O stays in the registers the loops keep it in (a
 // branch around them cost ~140 register moves a tile, -4% at 512 keys). (Blocks at a left window edge are
 // computed, masked.)
-template <class C>
+template <class C, bool P>
 __device__ __forceinline__ int wg_blocks_unseen(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, int g, int *r_lo,
                                                 int *r_hi) {
     int pm0 = t.m0 + 64 * g, pm1 = min(pm0 + 64, t.packed_rows), j0 = 0, j1 = 0;
     *r_lo = t.r_lo;
     *r_hi = t.r_hi;
-    if (!C::SKIP) return 0;
+    if (!wg_skips<C, P>()) return 0;
     if (pm0 >= pm1) return max(t.n_hi - t.n_lo - 1, 0);
     *r_lo = (int)div_of(pm0, tm.group);
     *r_hi = (int)div_of(pm1 - 1, tm.group) + 1;
@@ -855,7 +864,7 @@ __device__ void wg_store_tma(const fc_problem &p, const fwd_tile &t, const wg_tm
 // against the split's key blocks, then the epilogue. Plain scores (no softcap, no ALiBi, scale > 0: the
 // common case) take the path with the scale folded into the exponent.
 // stored: the Q buffer (+ 1) whose O the previous tile stored by TMA and that is not given back yet, or 0.
-template <class C>
+template <class C, bool P>
 __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm, int k,
                                 int uses, int pos, int &stored) {
     int g = threadIdx.x / 128;
@@ -879,7 +888,7 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
     // reduction: ptxas takes its result as uniform across the warp, keeping the block loops' ring and
     // descriptor arithmetic on the uniform datapath, which threadIdx.x / 128 moved them off (d 64: +350 spill
     // instructions, masked block 736 -> 1 063 instructions).
-    int r_lo, r_hi, skip = wg_blocks_unseen<C>(p, t, tm, __reduce_min_sync(0xffffffffu, threadIdx.x / 128), &r_lo, &r_hi);
+    int r_lo, r_hi, skip = wg_blocks_unseen<C, P>(p, t, tm, __reduce_min_sync(0xffffffffu, threadIdx.x / 128), &r_lo, &r_hi);
     if (stored) wg_release_stored(&sm.q_empty[stored - 1]);
     stored = 0;
     if (t.n_hi > t.n_lo) {
@@ -914,7 +923,7 @@ __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &s
         fwd_tile t;
         if (!wg_tile_at<C, P>(p, tm, k, t)) continue;
         int qb = k % C::QBUF;
-        wg_consume_tile<C>(p, t, ws, sm, tm, k, qb ? uses1 : uses0, pos, stored);
+        wg_consume_tile<C, P>(p, t, ws, sm, tm, k, qb ? uses1 : uses0, pos, stored);
         if (t.n_hi > t.n_lo) (qb ? uses1 : uses0)++; // the producer loads Q only for tiles with key blocks
         pos += t.n_hi - t.n_lo;
     }
