@@ -34,7 +34,9 @@
 // d 64, where the block's few FMULs of O cost less than the vote that skips them (docs/PERF.md step 49).
 // O_TMA: the epilogue by TMA store through Q's buffer where the host allows it (wg_store_tma): +5-9% at 512
 // tokens for d 64, 128, 256, d 192 +1.5-11% from 512 to 8k (PERF.md steps 58, 82); off at d 192 / 128, whose
-// one Q buffer then goes back later (causal 1k -11% in step 58, -3.6..+5.6% in step 82).
+// one Q buffer then goes back later (causal 1k -11% in step 58, -3.6..+5.6% in step 82). O_TMA_MASKED: by TMA
+// store for masked calls only (d 192 / 128: causal +1-4%, where non-causal 512 lost 2%: steps 87, 90); the kernel is the
+// same either way (the host's map decides, wg_tma_of).
 // FP8 (Q, K and V in e4m3; issue 13): d <= 128 runs on the d 128 kernel (BN 128), d 256 on BN 64 (O is 128
 // registers, S 32); Q in half the bytes, so two buffers at d 256 too; the lazy rescale (P up to 2^8 before it
 // is rounded to e4m3, whose relative precision is the same there: flashc.h); no O by TMA store (O in T is
@@ -75,7 +77,7 @@ template <> struct wg_shape<96, 96> {
 };
 template <> struct wg_shape<192, 128> {
     static constexpr int BN = 128, QBUF = 1;      // 48 KB Q + 2 x (48 + 32) KB K/V
-    static constexpr bool LAZY = true, O_TMA = false;
+    static constexpr bool LAZY = true, O_TMA = false, O_TMA_MASKED = true;
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<192, 192> {
@@ -93,6 +95,10 @@ template <> struct wg_shape<256, 256, false, 1> { // paged K/V (TMA pages: 64-ke
     static constexpr bool LAZY = true, O_TMA = true;
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
+
+// A shape's O_TMA_MASKED, false where it has none.
+template <class S> constexpr auto wg_o_tma_masked(int) -> decltype(S::O_TMA_MASKED) { return S::O_TMA_MASKED; }
+template <class S> constexpr bool wg_o_tma_masked(long) { return false; }
 
 // T: the output's type (and the inputs' unless E says otherwise); E: the type of Q, K and V as they sit in
 // shared memory (T, or e4m3 for the FP8 prefill: FP8). Sizes below count E's bytes: a 16-byte chunk holds
@@ -112,6 +118,7 @@ struct wg_cfg {
     static constexpr int QBUF = shape::QBUF;                         // Q buffers, a ring over the tiles
     static constexpr bool LAZY = shape::LAZY;                        // lazy rescale (softmax_update)
     static constexpr bool O_TMA = shape::O_TMA;                      // the epilogue may store by TMA (wg_store_tma)
+    static constexpr bool O_TMA_MASKED = wg_o_tma_masked<shape>(0);  // ... or only under a mask (wg_tma_of)
     // Each warpgroup skips the key blocks its own rows cannot see (wg_blocks_unseen) where a causal tile has
     // such blocks: blocks under 128 keys (d 192, 256: the first warpgroup's last block; +2-7% causal 512-2k).
     // With 128-key blocks and two warpgroups both end in the tile's last block, and the check alone cost 1.5-4%
