@@ -35,7 +35,7 @@
 // O_TMA: the epilogue by TMA store through Q's buffer where the host allows it (wg_store_tma): +5-9% at 512
 // tokens for d 64, 128, 256, d 192 +1.5-11% from 512 to 8k (PERF.md steps 58, 82); off at d 192 / 128, whose
 // one Q buffer then goes back later (causal 1k -11% in step 58, -3.6..+5.6% in step 82). O_TMA_MASKED: by TMA
-// store for masked calls only (d 192 / 128: causal +1-4%, where non-causal 512 lost 2%: steps 87, 90); the kernel is the
+// store for masked calls only (d 192 / 128: causal +0-6%, where non-causal 512 lost 2%: steps 87, 91); the kernel is the
 // same either way (the host's map decides, wg_tma_of).
 // FP8 (Q, K and V in e4m3; issue 13): d <= 128 runs on the d 128 kernel (BN 128), d 256 on BN 64 (O is 128
 // registers, S 32); Q in half the bytes, so two buffers at d 256 too; the lazy rescale (P up to 2^8 before it
