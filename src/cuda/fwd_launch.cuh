@@ -236,14 +236,15 @@ static fc_status resident_per_sm(K kernel, int bytes, int *n) {
 // only where every sequence has the same keys (a dense cache, no seqused_k), so that its static walk stays
 // balanced; ragged lengths keep the grid, whose CTAs the hardware hands out as SMs free up.
 // Under a mask (step 67) the persistent walk in rounds of W heads where its static pairs stay balanced:
-// every sequence as long (dense q and K/V, no seqused), one split, at most 16 tiles a head (2k packed rows),
-// and W ms CTAs (ms: a head's tiles, W = slots / ms) within 90% of the slots; else the grid.
+// every sequence as long (dense q and K/V, no seqused), one split, and W ms CTAs (ms: a head's tiles, W = slots /
+// ms) within 90% of the slots; else the grid. (Up to 16 tiles a head until PERF.md step 92: past that the grid's
+// last wave of long causal CTAs left 11% of d 64's SM cycles idle at 4k, ncu.)
 // Returns the CTAs of the persistent walk, or 0 for the grid.
 static inline int64_t wg_walk_ctas(const fc_problem *p, int64_t m_tiles, int splits, int64_t slots) {
     bool even = p->kv_layout == FC_KV_DENSE && !p->seqused_k;
     int64_t rows = (int64_t)p->s_q * (p->h_q / p->h_k), units = m_tiles * splits * p->batch * p->h_k;
     if (!wg_masked(*p)) return even || rows <= 2048 ? (units < slots ? units : slots) : 0;
-    bool lpt = even && !p->cu_seqlens_q && !p->seqused_q && splits == 1 && m_tiles <= 16;
+    bool lpt = even && !p->cu_seqlens_q && !p->seqused_q && splits == 1;
     int64_t w = slots / m_tiles;
     return lpt && w * m_tiles * 10 >= slots * 9 ? w * m_tiles : 0;
 }
