@@ -759,9 +759,10 @@ __device__ __forceinline__ void wg_last(const wg_smem &sm, uint64_t *q_empty, bo
 }
 
 // Whether warpgroups skip the blocks their rows cannot see (wg_blocks_unseen): C::SKIP, and d 64's three
-// warpgroups on the grid walk (P false: under a mask it is the one past 16 tiles a head; a non-causal call
-// takes it only for ragged lengths past 2k rows, where no block is skipped): d 64 causal 4k / 8k +4% (PERF.md
-// step 89), where the same check on every walk had lost 2.4% without a mask (step 83).
+// warpgroups on the grid walk (P false: a masked call whose heads' tiles do not fill the slots in rounds, or
+// is ragged; a non-causal call takes it only for ragged lengths past 2k rows, where no block is skipped): d 64
+// causal 4k / 8k +4% when those took the grid (PERF.md step 89), where the same check on every walk had lost
+// 2.4% without a mask (step 83).
 template <class C, bool P>
 __device__ __forceinline__ constexpr bool wg_skips() {
     return C::SKIP || (C::CONSUMERS == 3 && !P);
