@@ -123,7 +123,7 @@ struct wg_cfg {
     // such blocks: blocks under 128 keys (d 192, 256: the first warpgroup's last block; +2-7% causal 512-2k).
     // With 128-key blocks and two warpgroups both end in the tile's last block, and the check alone cost 1.5-4%
     // at 512 keys; d 64's three warpgroups gained 2.5% at 4k causal and lost as much without a mask (PERF.md
-    // step 83), so they skip on the grid walk only (wg_skips: masked calls past 16 tiles a head).
+    // step 83), so they skip on the grid walk only (wg_skips: masked calls whose rounds do not fill the GPU).
     static constexpr bool SKIP = BN < 128;
     static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
     static constexpr int MT = 1, ROWS = 2, NWARPS = 4 * CONSUMERS; // fwd_kernel's view of a consumer warp
