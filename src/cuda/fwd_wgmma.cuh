@@ -50,14 +50,14 @@ template <int D, int DV, bool FP8 = false, int V = 0> struct wg_shape {
     static constexpr bool LAZY = D >= 128, O_TMA = true;
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216; // the producer spills at 56
 };
-template <> struct wg_shape<64, 64> {
+template <> struct wg_shape<64, 64> {      // LAZY: +1.4% (non-causal 512-4k +1.5-2.7%, PERF.md step 94)
     static constexpr int BN = 128, QBUF = 2;      // 2 x 24 KB Q + 2 x (16 + 16) KB K/V
-    static constexpr bool LAZY = false, O_TMA = true;
+    static constexpr bool LAZY = true, O_TMA = true;
     static constexpr int CONSUMERS = 3, PRODUCER_REGS = 32, CONSUMER_REGS = 160;
 };
 template <> struct wg_shape<64, 64, false, 1> { // masked, up to 1k keys: partial 192-row tiles lose (step 78)
     static constexpr int BN = 128, QBUF = 2;      // 2 x 16 KB Q + 2 x (16 + 16) KB K/V
-    static constexpr bool LAZY = false, O_TMA = true;
+    static constexpr bool LAZY = false, O_TMA = true; // (LAZY: causal 1k -2.9%, step 94)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<128, 128, true> {
