@@ -21,6 +21,7 @@
 // lands in a buffer of its own and the producer transposes it into the stage (wg_finish_v, tile/fp8.cuh).
 #pragma once
 #include "fwd_kernel.cuh"
+#include "tile/pdl.cuh"
 
 // The tile shape per head dims: key block BN and Q buffers (a ring over the CTA's tiles; two let the next
 // tile's Q load while the previous tile runs, where shared memory has room). d 96: d 128's tiles, of which
@@ -963,6 +964,10 @@ __global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_c
         mbar_fence_init();
     }
     __syncthreads();
+    // Launched early (PDL): resident and set up while the previous kernel in the stream ends, then wait for it
+    // before any global access; the next kernel may start launching at once (its CTAs wait likewise).
+    pdl_wait();
+    pdl_launch_dependents();
     if (threadIdx.x >= 128 * C::CONSUMERS) {
         setmaxnreg_dec<C::PRODUCER_REGS>();
         wg_produce<C, P>(p, ws, sm, tm);
