@@ -604,6 +604,7 @@ struct wg_regs {
     float o[1][C::DV / 8][4];
     row_scores rs[2];
     row_softmax st[2];
+    float inv[2]; // 1 / the rows' sums, for the epilogue by TMA store (wg_finish_rows)
 };
 
 // Plain scores (no softcap, no ALiBi, scale > 0): raw dot products, -inf where key block n hides them.
@@ -745,14 +746,34 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
 // (d 128: 608 -> 628 instructions a block, masked 824 -> 1006; PERF.md step 58).
 __device__ __forceinline__ bool wg_o_by_tma(const wg_tma &tm) { return tm.o_kind != WG_TMA_OFF; }
 
-// The last PV (ring position g). Every S is in, so Q goes back first (q_empty: the next tile's Q into it),
-// unless the epilogue stores O through Q's buffer (keep_q: wg_store_tma gives it back).
+// The rows' final sums (w.inv: their inverses) and LSE (stored), which need only the softmax state: done under
+// the last PV for the epilogue by TMA store, which is then left with O.
 template <class C>
-__device__ __forceinline__ void wg_last(const wg_smem &sm, uint64_t *q_empty, bool keep_q, int g, wg_regs<C> &w) {
+__device__ __forceinline__ void wg_finish_rows(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, wg_regs<C> &w) {
+    int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        float sum, lse = softmax_finish(w.st[k], &sum);
+        w.inv[k] = sum > 0.0f ? 1.0f / sum : 0.0f;
+        int pm = t.m0 + slot_row<C>(k);
+        if (p.lse && lane % 4 == 0 && pm < t.packed_rows) { // (the host's divisor: a division here was ~30 instructions)
+            int r = (int)div_of(pm, tm.group);
+            store_lse(p, t, r, t.hk * t.group + pm - r * t.group, lse);
+        }
+    }
+}
+
+// The last PV (ring position g). Every S is in, so Q goes back first (q_empty: the next tile's Q into it),
+// unless the epilogue stores O through Q's buffer (keep_q: wg_store_tma gives it back), and then the rows'
+// sums and LSE are done while the PV runs.
+template <class C>
+__device__ __forceinline__ void wg_last(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, const wg_smem &sm,
+                                        uint64_t *q_empty, bool keep_q, int g, wg_regs<C> &w) {
     int last = g % C::STAGES;
     if (!keep_q) wg_release(q_empty);
     wg_acquire(&sm.v_full[last], (g / C::STAGES) & 1);
     wg_pv<C>(w.pa, sm.stages + last * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0]);
+    if (!C::FP8 && keep_q) wg_finish_rows<C>(p, t, tm, w); // (a branch: ptxas keeps the wait below it)
     wgmma_wait<0>();
     wgmma_hold<C::DV / 2>(&w.o[0][0][0]);
     wgmma_hold<C::PA>(&w.pa[0][0]);
@@ -816,7 +837,7 @@ __device__ __forceinline__ void wg_run_blocks(const score_consts &sc, const fwd_
 // The split's key blocks, last to first, as this warpgroup's rows see them: those past its rows' last key
 // skipped (wg_skip: the turns and the buffers go on), the others by wg_run_blocks, then the last PV.
 template <class C, bool PLAIN>
-__device__ __forceinline__ void wg_blocks(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const wg_tma &tm,
+__device__ __forceinline__ void wg_blocks(const fc_problem &p, const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const wg_tma &tm,
                                           const char *sq, uint64_t *q_empty, int pos, int skip, int r_lo, int r_hi,
                                           wg_regs<C> &w) {
 #pragma unroll 1
@@ -824,7 +845,7 @@ __device__ __forceinline__ void wg_blocks(const score_consts &sc, const fwd_tile
     fwd_tile u = t; // the warpgroup's blocks
     u.n_hi = t.n_hi - skip;
     wg_run_blocks<C, PLAIN>(sc, u, sm, sq, pos + skip, r_lo, r_hi, w);
-    wg_last<C>(sm, q_empty, wg_o_by_tma(tm), pos + t.n_hi - t.n_lo - 1, w);
+    wg_last<C>(p, t, tm, sm, q_empty, wg_o_by_tma(tm), pos + t.n_hi - t.n_lo - 1, w);
 }
 
 // The epilogue by TMA store (tm.o_kind: dense, one split; rows past s_q are outside the map): its O,
@@ -845,17 +866,12 @@ __device__ void wg_store_tma(const fc_problem &p, const fwd_tile &t, const wg_tm
     typedef typename C::T T;
     int lane = threadIdx.x % 32;
 #pragma unroll
-    for (int k = 0; k < 2; k++) {
-        float sum, lse = softmax_finish(w.st[k], &sum), inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-        int m = slot_row<C>(k), pm = t.m0 + m;
+    for (int k = 0; k < 2; k++) { // (the sums and LSE: wg_finish_rows, under the last PV)
+        int m = slot_row<C>(k);
 #pragma unroll
         for (int f = 0; f < C::DV / 8; f++)
             *(uint32_t *)(q + sw128_offset(m, f, C::BM) + 4 * (lane % 4)) =
-                pack2<T>(w.o[0][f][2 * k] * inv, w.o[0][f][2 * k + 1] * inv);
-        if (p.lse && lane % 4 == 0 && pm < t.packed_rows) { // (the host's divisor: a division here was ~30 instructions)
-            int r = (int)div_of(pm, tm.group);
-            store_lse(p, t, r, t.hk * t.group + pm - r * t.group, lse);
-        }
+                pack2<T>(w.o[0][f][2 * k] * w.inv[k], w.o[0][f][2 * k + 1] * w.inv[k]);
     }
     fence_proxy_async();
     named_bar_sync(2 + g, 128);
@@ -911,9 +927,9 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
             named_bar_sync(2 + g, 128);
         }
         if (sc.cap == 0.0f && !p.alibi && sc.mul > 0.0f)
-            wg_blocks<C, true>(sc, t, sm, tm, sq, &sm.q_empty[b], pos, skip, r_lo, r_hi, w);
+            wg_blocks<C, true>(p, sc, t, sm, tm, sq, &sm.q_empty[b], pos, skip, r_lo, r_hi, w);
         else
-            wg_blocks<C, false>(sc, t, sm, tm, sq, &sm.q_empty[b], pos, skip, r_lo, r_hi, w);
+            wg_blocks<C, false>(p, sc, t, sm, tm, sq, &sm.q_empty[b], pos, skip, r_lo, r_hi, w);
     }
     if (!C::FP8 && t.n_hi > t.n_lo && wg_o_by_tma(tm)) {
         wg_store_tma<C>(p, t, tm, w, sm.q + k % C::QBUF * C::Q_BYTES, &sm.q_empty[k % C::QBUF], g);
