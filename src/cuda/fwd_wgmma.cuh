@@ -747,7 +747,11 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
 __device__ __forceinline__ bool wg_o_by_tma(const wg_tma &tm) { return tm.o_kind != WG_TMA_OFF; }
 
 // The rows' final sums (w.inv: their inverses) and LSE (stored), which need only the softmax state: done under
-// the last PV for the epilogue by TMA store, which is then left with O.
+// the last PV for the epilogue by TMA store, which is then left with O (+1% at 512-2k, causal +1-3%; the d 128
+// kernel's spills 59 -> 0), except with three warpgroups (d 64: its spills 134 -> 174, -2%; PERF.md step 95).
+template <class C>
+__device__ __forceinline__ constexpr bool wg_finish_early() { return !C::FP8 && C::CONSUMERS == 2; }
+
 template <class C>
 __device__ __forceinline__ void wg_finish_rows(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, wg_regs<C> &w) {
     int lane = threadIdx.x % 32;
@@ -773,7 +777,7 @@ __device__ __forceinline__ void wg_last(const fc_problem &p, const fwd_tile &t, 
     if (!keep_q) wg_release(q_empty);
     wg_acquire(&sm.v_full[last], (g / C::STAGES) & 1);
     wg_pv<C>(w.pa, sm.stages + last * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0]);
-    if (!C::FP8 && keep_q) wg_finish_rows<C>(p, t, tm, w); // (a branch: ptxas keeps the wait below it)
+    if (wg_finish_early<C>() && keep_q) wg_finish_rows<C>(p, t, tm, w); // (a branch: ptxas keeps the wait below it)
     wgmma_wait<0>();
     wgmma_hold<C::DV / 2>(&w.o[0][0][0]);
     wgmma_hold<C::PA>(&w.pa[0][0]);
@@ -861,12 +865,13 @@ __device__ __forceinline__ void wg_release_stored(uint64_t *q_empty) {
 }
 
 template <class C>
-__device__ void wg_store_tma(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, const wg_regs<C> &w, char *q,
+__device__ void wg_store_tma(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, wg_regs<C> &w, char *q,
                              uint64_t *q_empty, int g) {
     typedef typename C::T T;
     int lane = threadIdx.x % 32;
+    if (!wg_finish_early<C>()) wg_finish_rows<C>(p, t, tm, w);
 #pragma unroll
-    for (int k = 0; k < 2; k++) { // (the sums and LSE: wg_finish_rows, under the last PV)
+    for (int k = 0; k < 2; k++) {
         int m = slot_row<C>(k);
 #pragma unroll
         for (int f = 0; f < C::DV / 8; f++)
