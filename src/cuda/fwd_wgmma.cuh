@@ -53,12 +53,12 @@ template <int D, int DV, bool FP8 = false, int V = 0> struct wg_shape {
 };
 template <> struct wg_shape<64, 64> {      // LAZY: +1.4% (non-causal 512-4k +1.5-2.7%, PERF.md step 94)
     static constexpr int BN = 128, QBUF = 2;      // 2 x 24 KB Q + 2 x (16 + 16) KB K/V
-    static constexpr bool LAZY = true, O_TMA = true;
+    static constexpr bool LAZY = true, O_TMA = true, LATE_FINISH = true;
     static constexpr int CONSUMERS = 3, PRODUCER_REGS = 32, CONSUMER_REGS = 160;
 };
 template <> struct wg_shape<64, 64, false, 1> { // masked, up to 1k keys: partial 192-row tiles lose (step 78)
     static constexpr int BN = 128, QBUF = 2;      // 2 x 16 KB Q + 2 x (16 + 16) KB K/V
-    static constexpr bool LAZY = false, O_TMA = true; // (LAZY: causal 1k -2.9%, step 94)
+    static constexpr bool LAZY = false, O_TMA = true, LATE_FINISH = true; // (LAZY: causal 1k -2.9%, step 94)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<128, 128, true> {
@@ -83,7 +83,7 @@ template <> struct wg_shape<192, 128> {
 };
 template <> struct wg_shape<192, 192> {
     static constexpr int BN = 112, QBUF = 1;      // 48 KB Q + 2 x (42 + 42) KB K/V (FlashAttention-3's 128 x 112)
-    static constexpr bool LAZY = true, O_TMA = true;
+    static constexpr bool LAZY = true, O_TMA = true, LATE_FINISH = true;
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<256, 256> {
@@ -97,9 +97,12 @@ template <> struct wg_shape<256, 256, false, 1> { // paged K/V (TMA pages: 64-ke
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 
-// A shape's O_TMA_MASKED, false where it has none.
+// A shape's O_TMA_MASKED and LATE_FINISH (wg_finish_rows in the epilogue, not under the last PV), false where
+// it has none.
 template <class S> constexpr auto wg_o_tma_masked(int) -> decltype(S::O_TMA_MASKED) { return S::O_TMA_MASKED; }
 template <class S> constexpr bool wg_o_tma_masked(long) { return false; }
+template <class S> constexpr auto wg_late_finish(int) -> decltype(S::LATE_FINISH) { return S::LATE_FINISH; }
+template <class S> constexpr bool wg_late_finish(long) { return false; }
 
 // T: the output's type (and the inputs' unless E says otherwise); E: the type of Q, K and V as they sit in
 // shared memory (T, or e4m3 for the FP8 prefill: FP8). Sizes below count E's bytes: a 16-byte chunk holds
@@ -120,6 +123,7 @@ struct wg_cfg {
     static constexpr bool LAZY = shape::LAZY;                        // lazy rescale (softmax_update)
     static constexpr bool O_TMA = shape::O_TMA;                      // the epilogue may store by TMA (wg_store_tma)
     static constexpr bool O_TMA_MASKED = wg_o_tma_masked<shape>(0);  // ... or only under a mask (wg_tma_of)
+    static constexpr bool LATE_FINISH = wg_late_finish<shape>(0);    // the rows' sums in the epilogue (wg_finish_rows)
     // Each warpgroup skips the key blocks its own rows cannot see (wg_blocks_unseen) where a causal tile has
     // such blocks: blocks under 128 keys (d 192, 256: the first warpgroup's last block; +2-7% causal 512-2k).
     // With 128-key blocks and two warpgroups both end in the tile's last block, and the check alone cost 1.5-4%
@@ -747,10 +751,11 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
 __device__ __forceinline__ bool wg_o_by_tma(const wg_tma &tm) { return tm.o_kind != WG_TMA_OFF; }
 
 // The rows' final sums (w.inv: their inverses) and LSE (stored), which need only the softmax state: done under
-// the last PV for the epilogue by TMA store, which is then left with O (+1% at 512-2k, causal +1-3%; the d 128
-// kernel's spills 59 -> 0), except with three warpgroups (d 64: its spills 134 -> 174, -2%; PERF.md step 95).
+// the last PV for the epilogue by TMA store, which is then left with O (d 96 / 128 / 256 512-1k +1-4%, the d 128
+// kernel's spills 59 -> 0), or in the epilogue where that measured slower (C::LATE_FINISH: d 64 -2%, d 192
+// causal 512 -3%; PERF.md step 96).
 template <class C>
-__device__ __forceinline__ constexpr bool wg_finish_early() { return !C::FP8 && C::CONSUMERS == 2; }
+__device__ __forceinline__ constexpr bool wg_finish_early() { return !C::FP8 && !C::LATE_FINISH; }
 
 template <class C>
 __device__ __forceinline__ void wg_finish_rows(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, wg_regs<C> &w) {
