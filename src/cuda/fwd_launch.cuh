@@ -302,8 +302,11 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
         int64_t ctas = wg_walk_ctas(p, m_tiles, ws.splits, (int64_t)sm_count() * per_sm);
         wg_tma tm = wg_tma_of<C>(p, ws.splits);
         wg_walk_divisors(&tm, p, m_tiles, ws.splits, wg_masked(*p) && ctas > 0 ? ctas / m_tiles : 1);
+        // Both walks launched early (PDL, as decode is): fwd_wgmma_kernel waits for the previous kernel first (+1.4%
+        // at 512-2k keys: the next call's CTAs are resident when a grid ends; PERF.md step 96).
         if (ctas > 0) { // a grid of at most as many CTAs as fit at once, walking the units (wg_tile_at)
-            FC_CUDA_TRY(fc_launch_pdl(fwd_wgmma_kernel<C, true>, dim3((unsigned)ctas), dim3(C::THREADS), C::SMEM_BYTES, stream, *p, ws, tm));
+            FC_CUDA_TRY(fc_launch_pdl(fwd_wgmma_kernel<C, true>, dim3((unsigned)ctas), dim3(C::THREADS), C::SMEM_BYTES,
+                                      stream, *p, ws, tm));
             FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
             return FC_OK;
         }
@@ -314,7 +317,8 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
         int tiles = wg_grid_tiles(m_tiles, ws.splits * z, (int64_t)sm_count() * per_sm, kv_bytes,
                                   this_device().l2_bytes);
         dim3 grid((unsigned)((m_tiles + tiles - 1) / tiles), (unsigned)ws.splits, (unsigned)z);
-        FC_CUDA_TRY(fc_launch_pdl(fwd_wgmma_kernel<C, false>, grid, dim3(C::THREADS), C::SMEM_BYTES, stream, *p, ws, tm));
+        FC_CUDA_TRY(fc_launch_pdl(fwd_wgmma_kernel<C, false>, grid, dim3(C::THREADS), C::SMEM_BYTES, stream, *p, ws,
+                                  tm));
         FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
     } else {
         bool fits = C::HEAD_MAJOR ? x_major <= 0x7fffffff && p->batch <= 65535

@@ -51,9 +51,9 @@ template <int D, int DV, bool FP8 = false, int V = 0> struct wg_shape {
     static constexpr bool LAZY = D >= 128, O_TMA = true;
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216; // the producer spills at 56
 };
-template <> struct wg_shape<64, 64> {      // LAZY: +1.4% (non-causal 512-4k +1.5-2.7%, PERF.md step 94)
+template <> struct wg_shape<64, 64> {
     static constexpr int BN = 128, QBUF = 2;      // 2 x 24 KB Q + 2 x (16 + 16) KB K/V
-    static constexpr bool LAZY = true, O_TMA = true, LATE_FINISH = true;
+    static constexpr bool LAZY = true, O_TMA = true, LATE_FINISH = true; // (LAZY: +1.4%, step 94)
     static constexpr int CONSUMERS = 3, PRODUCER_REGS = 32, CONSUMER_REGS = 160;
 };
 template <> struct wg_shape<64, 64, false, 1> { // masked, up to 1k keys: partial 192-row tiles lose (step 78)
@@ -846,9 +846,9 @@ __device__ __forceinline__ void wg_run_blocks(const score_consts &sc, const fwd_
 // The split's key blocks, last to first, as this warpgroup's rows see them: those past its rows' last key
 // skipped (wg_skip: the turns and the buffers go on), the others by wg_run_blocks, then the last PV.
 template <class C, bool PLAIN>
-__device__ __forceinline__ void wg_blocks(const fc_problem &p, const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const wg_tma &tm,
-                                          const char *sq, uint64_t *q_empty, int pos, int skip, int r_lo, int r_hi,
-                                          wg_regs<C> &w) {
+__device__ __forceinline__ void wg_blocks(const fc_problem &p, const score_consts &sc, const fwd_tile &t, const wg_smem &sm,
+                                          const wg_tma &tm, const char *sq, uint64_t *q_empty, int pos, int skip, int r_lo,
+                                          int r_hi, wg_regs<C> &w) {
 #pragma unroll 1
     for (int it = 0; it < skip; it++) wg_skip<C>(sm, pos + it);
     fwd_tile u = t; // the warpgroup's blocks
