@@ -762,8 +762,8 @@ __device__ __forceinline__ void wg_finish_rows(const fc_problem &p, const fwd_ti
     int lane = threadIdx.x % 32;
 #pragma unroll
     for (int k = 0; k < 2; k++) {
-        float sum, lse = softmax_finish(w.st[k], &sum);
-        w.inv[k] = sum > 0.0f ? 1.0f / sum : 0.0f;
+        float sum, lse = softmax_finish<true>(w.st[k], &sum);
+        w.inv[k] = sum > 0.0f ? __fdividef(1.0f, sum) : 0.0f; // (O rounded to T next: 2 ulp of fp32 do not show)
         int pm = t.m0 + slot_row<C>(k);
         if (p.lse && lane % 4 == 0 && pm < t.packed_rows) { // (the host's divisor: a division here was ~30 instructions)
             int r = (int)div_of(pm, tm.group);
