@@ -750,10 +750,11 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
 // (d 128: 608 -> 628 instructions a block, masked 824 -> 1006; PERF.md step 58).
 __device__ __forceinline__ bool wg_o_by_tma(const wg_tma &tm) { return tm.o_kind != WG_TMA_OFF; }
 
-// The rows' final sums (w.inv: their inverses) and LSE (stored), which need only the softmax state: done under
+// The rows' final sums (w.inv: their inverses) and LSE (stored), which need only the softmax state: issued after
 // the last PV for the epilogue by TMA store, which is then left with O (d 96 / 128 / 256 512-1k +1-4%, the d 128
-// kernel's spills 59 -> 0), or in the epilogue where that measured slower (C::LATE_FINISH: d 64 -2%, d 192
-// causal 512 -3%; PERF.md step 96).
+// kernel's spills 59 -> 0; the PV does not cover the chain, step 100), or in the epilogue where that measured
+// slower (C::LATE_FINISH: d 64 -2%, d 192 causal 512 -3%; PERF.md step 96). log2 and 1 / sum by the SFU (+1.9% at
+// 512-1k, step 100).
 template <class C>
 __device__ __forceinline__ constexpr bool wg_finish_early() { return !C::FP8 && !C::LATE_FINISH; }
 
@@ -774,11 +775,12 @@ __device__ __forceinline__ void wg_finish_rows(const fc_problem &p, const fwd_ti
 
 // The last PV (ring position g). Every S is in, so Q goes back first (q_empty: the next tile's Q into it),
 // unless the epilogue stores O through Q's buffer (keep_q: wg_store_tma gives it back), and then the rows'
-// sums and LSE are done while the PV runs.
+// sums and LSE are issued while the PV runs.
 template <class C>
 __device__ __forceinline__ void wg_last(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, const wg_smem &sm,
-                                        uint64_t *q_empty, bool keep_q, int g, wg_regs<C> &w) {
+                                        uint64_t *q_empty, int g, wg_regs<C> &w) {
     int last = g % C::STAGES;
+    bool keep_q = wg_o_by_tma(tm);
     if (!keep_q) wg_release(q_empty);
     wg_acquire(&sm.v_full[last], (g / C::STAGES) & 1);
     wg_pv<C>(w.pa, sm.stages + last * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0]);
@@ -854,7 +856,7 @@ __device__ __forceinline__ void wg_blocks(const fc_problem &p, const score_const
     fwd_tile u = t; // the warpgroup's blocks
     u.n_hi = t.n_hi - skip;
     wg_run_blocks<C, PLAIN>(sc, u, sm, sq, pos + skip, r_lo, r_hi, w);
-    wg_last<C>(p, t, tm, sm, q_empty, wg_o_by_tma(tm), pos + t.n_hi - t.n_lo - 1, w);
+    wg_last<C>(p, t, tm, sm, q_empty, pos + t.n_hi - t.n_lo - 1, w);
 }
 
 // The epilogue by TMA store (tm.o_kind: dense, one split; rows past s_q are outside the map): its O,

@@ -65,7 +65,7 @@ __device__ __forceinline__ float softmax_update(row_softmax &st, float (*s)[4], 
 }
 
 // Final row sum and natural-log lse; 0 sum (nothing visible, no sink) gives lse = -inf. FAST: log2 by the SFU
-// (MUFU.LG2, absolute error ~1e-7 here: sum >= 1 / 256 with the lazy max) instead of log2f's ~20 dependent
+// (MUFU.LG2, absolute error ~1e-7 here: sum >= 1, the max key's own term) instead of log2f's ~20 dependent
 // instructions, where the sum is on a tile's critical path (the wgmma prefill's epilogue).
 template <bool FAST = false>
 __device__ __forceinline__ float softmax_finish(const row_softmax &st, float *sum_out) {
