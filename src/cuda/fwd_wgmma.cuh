@@ -46,18 +46,20 @@
 // each consumer thread (128 PRODUCER_REGS + 128 CONSUMERS CONSUMER_REGS <= 64 K). d 64: three, as
 // FlashAttention-3 runs it (192-row tiles): its block loop is short, and two warps a scheduler left the
 // issue slots half idle (ncu, PERF.md step 66); 160 registers hold its S (64), O (32) and P (32).
+// STAGES: the K/V ring's depth, 2 unless a shape says; d 64's three warpgroups take 3 (their 32 KB stages leave
+// the room: +5% non-causal 512-4k, their block is short against a K/V load's latency; PERF.md step 102).
 template <int D, int DV, bool FP8 = false, int V = 0> struct wg_shape {
     static constexpr int BN = 128, QBUF = 2;      // d 128: 32 + 2 x 64 KB
     static constexpr bool LAZY = D >= 128, O_TMA = true;
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216; // the producer spills at 56
 };
 template <> struct wg_shape<64, 64> {
-    static constexpr int BN = 128, QBUF = 2;      // 2 x 24 KB Q + 2 x (16 + 16) KB K/V
+    static constexpr int BN = 128, QBUF = 2, STAGES = 3; // 2 x 24 KB Q + 3 x (16 + 16) KB K/V (3 stages: +5%, step 102)
     static constexpr bool LAZY = true, O_TMA = true, LATE_FINISH = true; // (LAZY: +1.4%, step 94)
     static constexpr int CONSUMERS = 3, PRODUCER_REGS = 32, CONSUMER_REGS = 160;
 };
 template <> struct wg_shape<64, 64, false, 1> { // masked, up to 1k keys: partial 192-row tiles lose (step 78)
-    static constexpr int BN = 128, QBUF = 2;      // 2 x 16 KB Q + 2 x (16 + 16) KB K/V
+    static constexpr int BN = 128, QBUF = 2;      // 2 x 16 KB Q + 2 x (16 + 16) KB K/V (3 stages: no gain, step 102)
     static constexpr bool LAZY = false, O_TMA = true, LATE_FINISH = true; // (LAZY: causal 1k -2.9%, step 94)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
@@ -98,11 +100,13 @@ template <> struct wg_shape<256, 256, false, 1> { // paged K/V (TMA pages: 64-ke
 };
 
 // A shape's O_TMA_MASKED and LATE_FINISH (wg_finish_rows in the epilogue, not under the last PV), false where
-// it has none.
+// it has none; its K/V ring's STAGES, 2 where it does not say.
 template <class S> constexpr auto wg_o_tma_masked(int) -> decltype(S::O_TMA_MASKED) { return S::O_TMA_MASKED; }
 template <class S> constexpr bool wg_o_tma_masked(long) { return false; }
 template <class S> constexpr auto wg_late_finish(int) -> decltype(S::LATE_FINISH) { return S::LATE_FINISH; }
 template <class S> constexpr bool wg_late_finish(long) { return false; }
+template <class S> constexpr auto wg_stages(int) -> decltype(S::STAGES) { return S::STAGES; }
+template <class S> constexpr int wg_stages(long) { return 2; }
 
 // T: the output's type (and the inputs' unless E says otherwise); E: the type of Q, K and V as they sit in
 // shared memory (T, or e4m3 for the FP8 prefill: FP8). Sizes below count E's bytes: a 16-byte chunk holds
@@ -116,7 +120,7 @@ struct wg_cfg {
     static constexpr int EB = sizeof(E), FA = 128 / EB;             // bytes per element, elements per atom row
     static constexpr bool FP8 = EB == 1;
     typedef wg_shape<D_, DV_, FP8, V_> shape;
-    static constexpr int D = D_, DV = DV_, BN = shape::BN, STAGES = 2, CONSUMERS = shape::CONSUMERS;
+    static constexpr int D = D_, DV = DV_, BN = shape::BN, STAGES = wg_stages<shape>(0), CONSUMERS = shape::CONSUMERS;
     static constexpr int DS = (D + FA - 1) / FA * FA, DVS = (DV + FA - 1) / FA * FA; // stored: whole 128-byte atoms
     static constexpr int PK = 32 / EB, PA = BN / PK * 4;             // keys per P·V k-step; P's fragment registers
     static constexpr int QBUF = shape::QBUF;                         // Q buffers, a ring over the tiles
