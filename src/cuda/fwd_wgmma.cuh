@@ -14,8 +14,9 @@
 // signalled on mbarriers (k_full, v_full); consumers
 // hand K back as soon as S is computed and V after PV (k_empty, v_empty), so block i + 1's K is loading
 // while block i's softmax runs. Q tiles come by TMA too where the GQA group divides the tile (wg_tma_q),
-// else by cp.async (wg_load_q). The epilogue normalises O and, for dense queries in one split, stores it
-// through the tile's Q buffer by TMA (wg_store_tma); otherwise from registers (fwd_kernel's store_rows).
+// else by cp.async (wg_load_q). The epilogue normalises O and, for dense queries in one split, stores it by TMA
+// through the tile's Q buffer, or where Q has one buffer through the tile's last K/V stage, so the next tile's Q
+// loads meanwhile (O_STAGE; wg_store_tma); otherwise from registers (fwd_kernel's store_rows).
 // Shared tiles use wgmma's 128-byte swizzle (tile/wgmma.cuh).
 // FP8 attention (wg_cfg's E = e4m3): the same kernel on 8-bit tiles; the 8-bit wgmma takes V K-major only, so V
 // lands in a buffer of its own and the producer transposes it into the stage (wg_finish_v, tile/fp8.cuh).
@@ -35,7 +36,8 @@
 // d 64, where the block's few FMULs of O cost less than the vote that skips them (docs/PERF.md step 49).
 // O_TMA: the epilogue by TMA store through Q's buffer where the host allows it (wg_store_tma): +5-9% at 512
 // tokens for d 64, 128, 256, d 192 +1.5-11% from 512 to 8k (PERF.md steps 58, 82); off at d 192 / 128, whose
-// one Q buffer then goes back later (causal 1k -11% in step 58, -3.6..+5.6% in step 82). O_TMA_MASKED: by TMA
+// one Q buffer then went back later (causal 1k -11% in step 58, -3.6..+5.6% in step 82; with one Q buffer O goes
+// through the last stage since step 103: to measure again). O_TMA_MASKED: by TMA
 // store for masked calls only (d 192 / 128: causal +0-6%, where non-causal 512 lost 2%: steps 87, 91); the kernel is the
 // same either way (the host's map decides, wg_tma_of).
 // FP8 (Q, K and V in e4m3; issue 13): d <= 128 runs on the d 128 kernel (BN 128), d 256 on BN 64 (O is 128
@@ -128,6 +130,9 @@ struct wg_cfg {
     static constexpr bool O_TMA = shape::O_TMA;                      // the epilogue may store by TMA (wg_store_tma)
     static constexpr bool O_TMA_MASKED = wg_o_tma_masked<shape>(0);  // ... or only under a mask (wg_tma_of)
     static constexpr bool LATE_FINISH = wg_late_finish<shape>(0);    // the rows' sums in the epilogue (wg_finish_rows)
+    // O by TMA store through the tile's last K/V stage, not its Q buffer (wg_store_tma): with one Q buffer, the next
+    // tile's Q then loads under the last PV and the epilogue instead of after the store has read O (PERF.md step 103).
+    static constexpr bool O_STAGE = QBUF == 1 && CONSUMERS == 2 && !FP8;
     // Each warpgroup skips the key blocks its own rows cannot see (wg_blocks_unseen) where a causal tile has
     // such blocks: blocks under 128 keys (d 192, 256: the first warpgroup's last block; +2-7% causal 512-2k).
     // With 128-key blocks and two warpgroups both end in the tile's last block, and the check alone cost 1.5-4%
@@ -153,6 +158,9 @@ struct wg_cfg {
     static_assert(!FP8 || (D == DV && (BN == 128 || BN == 64)), "FP8: Vt rows of 128 keys (128-byte swizzle) or 64 (64-byte)");
     static_assert(BN == 64 || BN == 80 || BN == 96 || BN == 112 || BN == 128, "S = Q K^T is one wgmma of N = BN; a producer thread per key row");
     static_assert(QBUF == 1 || QBUF == 2, "Q buffers");
+    static_assert(!(O_TMA || O_TMA_MASKED) || QBUF == 2 || O_STAGE, "O by TMA store: through a second Q buffer or a stage");
+    static_assert(!O_STAGE || (64 * DVS * (int)sizeof(T) <= K_BYTES && 64 * DVS * (int)sizeof(T) <= V_BYTES),
+                  "O_STAGE: a warpgroup's O fits the K (warpgroup 0) and the V (warpgroup 1) part of a stage");
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one CTA");
     static_assert(CONSUMERS == 2 || CONSUMERS == 3, "consumer warpgroups: named barriers 2 + g (epilogue), 8 + g (turns)");
     static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536 / THREADS / 8 * 8 * THREADS,
@@ -677,6 +685,18 @@ __device__ __forceinline__ void wg_turns_close(int wg) {
     if (wg == 0) wg_turn_wait(0);
 }
 
+// O_STAGE: the K of the tile's last block (iteration it of t's) is not given back when its S is in; wg_last and the
+// epilogue give it back (O may go there).
+template <class C>
+__device__ __forceinline__ bool wg_holds_k(const fwd_tile &t, int it) {
+    return C::O_STAGE && it == t.n_hi - t.n_lo - 1;
+}
+
+// O_STAGE's named barriers: warpgroup 1 has done its last S (the stage's K part is free for warpgroup 0's O);
+// warpgroup 0 has done its last PV (the V part is free for warpgroup 1's O), two by the tile's parity (warpgroup 0
+// may finish a short tile's last PV before warpgroup 1 has passed the previous tile's).
+enum { WG_BAR_K_FREE = 5, WG_BAR_V_FREE = 6 };
+
 // The warpgroup's first block (iteration it of the tile's blocks, ring position g = pos + it): S in this
 // warpgroup's turn, softmax, P.
 template <class C, bool MASK, bool PLAIN>
@@ -690,7 +710,7 @@ __device__ __forceinline__ void wg_first(const score_consts &sc, const fwd_tile 
     wg_turn_pass<C>(wg);
     wgmma_wait<0>();
     wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
-    wg_release(&sm.k_empty[cur]);
+    if (!wg_holds_k<C>(t, it)) wg_release(&sm.k_empty[cur]);
     wg_softmax<C, MASK, PLAIN>(sc, t.n_hi - 1 - it, w, rescale); // O is still 0: no rescale
     wg_pack_p<C>(w.s[0], w.pa);
 }
@@ -734,7 +754,7 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
     wg_turn_pass<C>(wg);
     wgmma_wait<1>(); // S(it) is in; PV(it - 1) may still run
     wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
-    wg_release(&sm.k_empty[cur]);
+    if (!wg_holds_k<C>(t, it)) wg_release(&sm.k_empty[cur]);
     wg_softmax<C, MASK, PLAIN>(sc, t.n_hi - 1 - it, w, rescale);
     wg_wait_after_softmax(w.st);
     wgmma_hold<C::DV / 2>(&w.o[0][0][0]);
@@ -782,17 +802,20 @@ __device__ __forceinline__ void wg_finish_rows(const fc_problem &p, const fwd_ti
 // sums and LSE are issued while the PV runs.
 template <class C>
 __device__ __forceinline__ void wg_last(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, const wg_smem &sm,
-                                        uint64_t *q_empty, int g, wg_regs<C> &w) {
-    int last = g % C::STAGES;
-    bool keep_q = wg_o_by_tma(tm);
+                                        uint64_t *q_empty, int g, int uses, wg_regs<C> &w) {
+    int last = g % C::STAGES, wg = __reduce_min_sync(0xffffffffu, threadIdx.x / 128); // (uniform: see wg_consume_tile)
+    bool o_tma = wg_o_by_tma(tm), keep_q = o_tma && !C::O_STAGE, v_keep = C::O_STAGE && o_tma && wg == 1;
     if (!keep_q) wg_release(q_empty);
+    if (C::O_STAGE && (!o_tma || wg == 1)) wg_release(&sm.k_empty[last]); // (warpgroup 0's goes back after its O)
+    if (C::O_STAGE && o_tma && wg == 1) named_bar_arrive(WG_BAR_K_FREE, 256);
     wg_acquire(&sm.v_full[last], (g / C::STAGES) & 1);
     wg_pv<C>(w.pa, sm.stages + last * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0]);
-    if (wg_finish_early<C>() && keep_q) wg_finish_rows<C>(p, t, tm, w); // (a branch: ptxas keeps the wait below it)
+    if (wg_finish_early<C>() && o_tma) wg_finish_rows<C>(p, t, tm, w); // (a branch: ptxas keeps the wait below it)
     wgmma_wait<0>();
     wgmma_hold<C::DV / 2>(&w.o[0][0][0]);
     wgmma_hold<C::PA>(&w.pa[0][0]);
-    wg_release(&sm.v_empty[last]);
+    if (!v_keep) wg_release(&sm.v_empty[last]); // (warpgroup 1's goes back after its O)
+    if (C::O_STAGE && o_tma && wg == 0) named_bar_arrive(WG_BAR_V_FREE + (uses & 1), 256);
 }
 
 // Whether warpgroups skip the blocks their rows cannot see (wg_blocks_unseen): C::SKIP, and d 64's three
@@ -853,40 +876,46 @@ __device__ __forceinline__ void wg_run_blocks(const score_consts &sc, const fwd_
 // skipped (wg_skip: the turns and the buffers go on), the others by wg_run_blocks, then the last PV.
 template <class C, bool PLAIN>
 __device__ __forceinline__ void wg_blocks(const fc_problem &p, const score_consts &sc, const fwd_tile &t, const wg_smem &sm,
-                                          const wg_tma &tm, const char *sq, uint64_t *q_empty, int pos, int skip, int r_lo,
-                                          int r_hi, wg_regs<C> &w) {
+                                          const wg_tma &tm, const char *sq, uint64_t *q_empty, int pos, int uses, int skip,
+                                          int r_lo, int r_hi, wg_regs<C> &w) {
 #pragma unroll 1
     for (int it = 0; it < skip; it++) wg_skip<C>(sm, pos + it);
     fwd_tile u = t; // the warpgroup's blocks
     u.n_hi = t.n_hi - skip;
     wg_run_blocks<C, PLAIN>(sc, u, sm, sq, pos + skip, r_lo, r_hi, w);
-    wg_last<C>(p, t, tm, sm, q_empty, pos + t.n_hi - t.n_lo - 1, w);
+    wg_last<C>(p, t, tm, sm, q_empty, pos + t.n_hi - t.n_lo - 1, uses, w);
 }
 
 // The epilogue by TMA store (tm.o_kind: dense, one split; rows past s_q are outside the map): its O,
 // normalised and rounded to T, into its own rows of the tile's Q buffer (its last S is in; the layout the
-// Q boxes came in), then one thread stores them, DV / 64 boxes. The buffer goes back once they are read
-// (wg_release_stored): with two Q buffers at the start of the warpgroup's next tile, so that the read's
-// ~1k cycles pass under the tile's setup instead of holding warp 0 (and with it the next tile's first
-// wgmma, which waits for all four warps; PERF.md step 71); with one, at once (the next tile's Q waits for
-// it). store_rows' four-byte stores from registers took 3-16k cycles a tile under the K/V stream (step 58).
-__device__ __forceinline__ void wg_release_stored(uint64_t *q_empty) {
+// Q boxes came in) or, O_STAGE, of the last block's stage (g 0: its K part once warpgroup 1's last S is in;
+// g 1: its V part once warpgroup 0's last PV is done: 64-row boxes), then one thread stores them, DV / 64
+// boxes. The buffer goes back once they are read (wg_release_stored, *stored: the barrier to arrive on then), at
+// the start of the warpgroup's next tile, so that the read's ~1k cycles pass under the tile's setup instead of
+// holding warp 0 (and with it the next tile's first wgmma, which waits for all four warps; PERF.md step 71).
+// store_rows' four-byte stores from registers took 3-16k cycles a tile under the K/V stream (step 58).
+__device__ __forceinline__ void wg_release_stored(uint64_t *empty) {
     if (threadIdx.x % 128 == 0) tma_store_wait_read();
-    wg_release(q_empty); // warp 0 of the warpgroup only after its thread 0 saw the boxes read
+    wg_release(empty); // warp 0 of the warpgroup only after its thread 0 saw the boxes read
 }
 
 template <class C>
-__device__ void wg_store_tma(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, wg_regs<C> &w, char *q,
-                             uint64_t *q_empty, int g) {
+__device__ __forceinline__ void wg_store_tma(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, wg_regs<C> &w,
+                                             const wg_smem &sm, char *q, uint64_t *q_empty, int last, int uses, int g,
+                                             uint64_t *&stored) {
     typedef typename C::T T;
     int lane = threadIdx.x % 32;
+    constexpr int rows = C::O_STAGE ? 64 : C::BM; // of a box in shared memory
+    int wg = __reduce_min_sync(0xffffffffu, g); // (uniform: see wg_consume_tile)
+    char *o = C::O_STAGE ? sm.stages + last * C::STAGE_BYTES + wg * C::K_BYTES : q + 64 * g * 128;
     if (!wg_finish_early<C>()) wg_finish_rows<C>(p, t, tm, w);
+    if (C::O_STAGE) named_bar_sync(wg ? WG_BAR_V_FREE + (uses & 1) : WG_BAR_K_FREE, 256);
 #pragma unroll
     for (int k = 0; k < 2; k++) {
-        int m = slot_row<C>(k);
+        int m = slot_row<C>(k) - 64 * g;
 #pragma unroll
         for (int f = 0; f < C::DV / 8; f++)
-            *(uint32_t *)(q + sw128_offset(m, f, C::BM) + 4 * (lane % 4)) =
+            *(uint32_t *)(o + sw128_offset(m, f, rows) + 4 * (lane % 4)) =
                 pack2<T>(w.o[0][f][2 * k] * w.inv[k], w.o[0][f][2 * k + 1] * w.inv[k]);
     }
     fence_proxy_async();
@@ -894,20 +923,21 @@ __device__ void wg_store_tma(const fc_problem &p, const fwd_tile &t, const wg_tm
     if (threadIdx.x % 128 == 0) {
         int row = (int)t.s.q_row0 + (int)div_of(t.m0 + 64 * g, tm.group), outer = tm.o_kind == WG_TMA_DENSE ? t.b : 0;
         for (int f = 0; f < C::DVS / 64; f++) // a box past d_v (d 96: features 96-127) is clipped by the map
-            tma_store_4d(&tm.o, q + f * C::BM * 128 + 64 * g * 128, 64 * f, t.hk * t.group, row, outer);
+            tma_store_4d(&tm.o, o + f * rows * 128, 64 * f, t.hk * t.group, row, outer);
         tma_store_commit();
     }
-    if (C::QBUF == 1) wg_release_stored(q_empty);
+    stored = !C::O_STAGE ? q_empty : wg ? &sm.v_empty[last] : &sm.k_empty[last];
 }
 
 // Warpgroup g's 64 rows of tile t (the CTA's tile k, its Q in buffer k % QBUF, filled there for the uses-th time;
 // its blocks from ring position pos)
 // against the split's key blocks, then the epilogue. Plain scores (no softcap, no ALiBi, scale > 0: the
 // common case) take the path with the scale folded into the exponent.
-// stored: the Q buffer (+ 1) whose O the previous tile stored by TMA and that is not given back yet, or 0.
+// stored: the barrier of the buffer (Q's, or O_STAGE a stage's part) whose O the previous tile stored by TMA and
+// that is not given back yet, or null.
 template <class C, bool P>
 __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm, int k,
-                                int uses, int pos, int &stored) {
+                                int uses, int pos, uint64_t *&stored) {
     int g = threadIdx.x / 128;
     score_consts sc = score_consts_of(p, t.s.s_q, t.s.s_k);
     wg_regs<C> w;
@@ -930,8 +960,8 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
     // descriptor arithmetic on the uniform datapath, which threadIdx.x / 128 moved them off (d 64: +350 spill
     // instructions, masked block 736 -> 1 063 instructions).
     int r_lo, r_hi, skip = wg_blocks_unseen<C, P>(p, t, tm, __reduce_min_sync(0xffffffffu, threadIdx.x / 128), &r_lo, &r_hi);
-    if (stored) wg_release_stored(&sm.q_empty[stored - 1]);
-    stored = 0;
+    if (stored) wg_release_stored(stored);
+    stored = nullptr;
     if (t.n_hi > t.n_lo) {
         int b = k % C::QBUF;
         char *q = sm.q + b * C::Q_BYTES;
@@ -943,13 +973,13 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
             named_bar_sync(2 + g, 128);
         }
         if (sc.cap == 0.0f && !p.alibi && sc.mul > 0.0f)
-            wg_blocks<C, true>(p, sc, t, sm, tm, sq, &sm.q_empty[b], pos, skip, r_lo, r_hi, w);
+            wg_blocks<C, true>(p, sc, t, sm, tm, sq, &sm.q_empty[b], pos, uses, skip, r_lo, r_hi, w);
         else
-            wg_blocks<C, false>(p, sc, t, sm, tm, sq, &sm.q_empty[b], pos, skip, r_lo, r_hi, w);
+            wg_blocks<C, false>(p, sc, t, sm, tm, sq, &sm.q_empty[b], pos, uses, skip, r_lo, r_hi, w);
     }
     if (!C::FP8 && t.n_hi > t.n_lo && wg_o_by_tma(tm)) {
-        wg_store_tma<C>(p, t, tm, w, sm.q + k % C::QBUF * C::Q_BYTES, &sm.q_empty[k % C::QBUF], g);
-        if (C::QBUF > 1) stored = k % C::QBUF + 1;
+        int last = (pos + t.n_hi - t.n_lo - 1) % C::STAGES;
+        wg_store_tma<C>(p, t, tm, w, sm, sm.q + k % C::QBUF * C::Q_BYTES, &sm.q_empty[k % C::QBUF], last, uses, g, stored);
     } else
         store_rows<C>(p, t, ws, w.o, w.st, out_scale);
 }
@@ -957,7 +987,7 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
 template <class C, bool P>
 __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
     int pos = 0, uses0 = 0, uses1 = 0; // tiles through Q buffers 0 and 1
-    int stored = 0;                    // a Q buffer (+ 1) holding O on its way out (wg_store_tma)
+    uint64_t *stored = nullptr;        // the barrier of a buffer holding O on its way out (wg_store_tma)
     int steps = wg_steps<C, P>(p, tm);
     wg_turns_open<C>(threadIdx.x / 128);
     for (int k = 0; k < steps; k++) {
@@ -968,7 +998,7 @@ __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &s
         if (t.n_hi > t.n_lo) (qb ? uses1 : uses0)++; // the producer loads Q only for tiles with key blocks
         pos += t.n_hi - t.n_lo;
     }
-    if (stored) wg_release_stored(&sm.q_empty[stored - 1]); // (shared memory must outlive the store's reads)
+    if (stored) wg_release_stored(stored); // (shared memory must outlive the store's reads)
     wg_turns_close(threadIdx.x / 128);
 }
 
