@@ -35,11 +35,10 @@
 // LAZY: FlashAttention-4's lazy rescale (softmax_update): measured +4-5% at d 128 and 256 (2k-16k), -2% at
 // d 64, where the block's few FMULs of O cost less than the vote that skips them (docs/PERF.md step 49).
 // O_TMA: the epilogue by TMA store through Q's buffer where the host allows it (wg_store_tma): +5-9% at 512
-// tokens for d 64, 128, 256, d 192 +1.5-11% from 512 to 8k (PERF.md steps 58, 82); off at d 192 / 128, whose
-// one Q buffer then went back later (causal 1k -11% in step 58, -3.6..+5.6% in step 82; with one Q buffer O goes
-// through the last stage since step 103: to measure again). O_TMA_MASKED: by TMA
-// store for masked calls only (d 192 / 128: causal +0-6%, where non-causal 512 lost 2%: steps 87, 91); the kernel is the
-// same either way (the host's map decides, wg_tma_of).
+// tokens for d 64, 128, 256, d 192 +1.5-11% from 512 to 8k (PERF.md steps 58, 82); d 192 / 128 too since its
+// one Q buffer no longer waits for the store (O_STAGE: non-causal 512-2k +3-7%, step 104; before, causal 1k -11%
+// in step 58, -3.6..+5.6% in step 82). O_TMA_MASKED: by TMA store for masked calls only (no shape now; d 192 / 128
+// took it in steps 87 and 91); the kernel is the same either way (the host's map decides, wg_tma_of).
 // FP8 (Q, K and V in e4m3; issue 13): d <= 128 runs on the d 128 kernel (BN 128), d 256 on BN 64 (O is 128
 // registers, S 32); Q in half the bytes, so two buffers at d 256 too; the lazy rescale (P up to 2^8 before it
 // is rounded to e4m3, whose relative precision is the same there: flashc.h); no O by TMA store (O in T is
@@ -82,7 +81,7 @@ template <> struct wg_shape<96, 96> {
 };
 template <> struct wg_shape<192, 128> {
     static constexpr int BN = 128, QBUF = 1;      // 48 KB Q + 2 x (48 + 32) KB K/V
-    static constexpr bool LAZY = true, O_TMA = false, O_TMA_MASKED = true;
+    static constexpr bool LAZY = true, O_TMA = true;
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<192, 192> {
