@@ -161,7 +161,7 @@ struct wg_cfg {
     static_assert(!O_STAGE || (64 * DVS * (int)sizeof(T) <= K_BYTES && 64 * DVS * (int)sizeof(T) <= V_BYTES),
                   "O_STAGE: a warpgroup's O fits the K (warpgroup 0) and the V (warpgroup 1) part of a stage");
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one CTA");
-    static_assert(CONSUMERS == 2 || CONSUMERS == 3, "consumer warpgroups: named barriers 2 + g (epilogue), 8 + g (turns)");
+    static_assert(CONSUMERS == 2 || CONSUMERS == 3, "consumer warpgroups: named barriers 2 + g (epilogue), 5-7 (O_STAGE), 8 + g (turns)");
     static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536 / THREADS / 8 * 8 * THREADS,
                   "setmaxnreg.inc waits forever for registers the CTA does not have");
 };
@@ -796,9 +796,11 @@ __device__ __forceinline__ void wg_finish_rows(const fc_problem &p, const fwd_ti
     }
 }
 
-// The last PV (ring position g). Every S is in, so Q goes back first (q_empty: the next tile's Q into it),
-// unless the epilogue stores O through Q's buffer (keep_q: wg_store_tma gives it back), and then the rows'
-// sums and LSE are issued while the PV runs.
+// The last PV (ring position g; uses: the tile's use of its Q buffer, whose parity picks O_STAGE's barrier). Every
+// S is in, so Q goes back first (q_empty: the next tile's Q into it), unless the epilogue stores O through Q's
+// buffer (keep_q: wg_store_tma gives it back), and then the rows' sums and LSE are issued while the PV runs.
+// O_STAGE with O by TMA: warpgroup 1 gives the block's K back and signals it free for warpgroup 0's O, keeping
+// the V part for its own; warpgroup 0 keeps the K part and signals the V part free once its PV is done.
 template <class C>
 __device__ __forceinline__ void wg_last(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, const wg_smem &sm,
                                         uint64_t *q_empty, int g, int uses, wg_regs<C> &w) {
