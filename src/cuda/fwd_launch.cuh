@@ -124,8 +124,7 @@ static wg_tma wg_tma_of(const fc_problem *p, int splits) {
     // O: a consumer warpgroup's 64 packed rows per box (wg_store_tma), when the group divides 64, and only
     // where every tile's box may be stored whole: dense rows (a varlen box past its sequence would write the
     // next one's rows; rows past seqused_q are not written; a dense box past s_q is outside the map), one split.
-    bool o_tma = C::O_TMA || (C::O_TMA_MASKED && wg_masked(*p));
-    if (o_tma && 64 % group == 0 && !q_varlen && !p->seqused_q && splits == 1 &&
+    if (C::O_TMA && 64 % group == 0 && !q_varlen && !p->seqused_q && splits == 1 &&
         encode_map(&tm.o, p, &p->out, sizeof(typename C::T), p->d_v, p->h_q, p->s_q, p->batch, p->out.sb, group, 64 / group))
         tm.o_kind = WG_TMA_DENSE;
     return tm;

@@ -37,8 +37,8 @@
 // O_TMA: the epilogue by TMA store through Q's buffer where the host allows it (wg_store_tma): +5-9% at 512
 // tokens for d 64, 128, 256, d 192 +1.5-11% from 512 to 8k (PERF.md steps 58, 82); d 192 / 128 too since its
 // one Q buffer no longer waits for the store (O_STAGE: non-causal 512-2k +3-7%, step 104; before, causal 1k -11%
-// in step 58, -3.6..+5.6% in step 82). O_TMA_MASKED: by TMA store for masked calls only (no shape now; d 192 / 128
-// took it in steps 87 and 91); the kernel is the same either way (the host's map decides, wg_tma_of).
+// in step 58, -3.6..+5.6% in step 82; for masked calls only in steps 87 and 91); the kernel is the same either
+// way (the host's map decides, wg_tma_of).
 // FP8 (Q, K and V in e4m3; issue 13): d <= 128 runs on the d 128 kernel (BN 128), d 256 on BN 64 (O is 128
 // registers, S 32); Q in half the bytes, so two buffers at d 256 too; the lazy rescale (P up to 2^8 before it
 // is rounded to e4m3, whose relative precision is the same there: flashc.h); no O by TMA store (O in T is
@@ -100,10 +100,8 @@ template <> struct wg_shape<256, 256, false, 1> { // paged K/V (TMA pages: 64-ke
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 
-// A shape's O_TMA_MASKED and LATE_FINISH (wg_finish_rows in the epilogue, not under the last PV), false where
-// it has none; its K/V ring's STAGES, 2 where it does not say.
-template <class S> constexpr auto wg_o_tma_masked(int) -> decltype(S::O_TMA_MASKED) { return S::O_TMA_MASKED; }
-template <class S> constexpr bool wg_o_tma_masked(long) { return false; }
+// A shape's LATE_FINISH (wg_finish_rows in the epilogue, not under the last PV), false where it has none; its K/V
+// ring's STAGES, 2 where it does not say.
 template <class S> constexpr auto wg_late_finish(int) -> decltype(S::LATE_FINISH) { return S::LATE_FINISH; }
 template <class S> constexpr bool wg_late_finish(long) { return false; }
 template <class S> constexpr auto wg_stages(int) -> decltype(S::STAGES) { return S::STAGES; }
@@ -127,7 +125,6 @@ struct wg_cfg {
     static constexpr int QBUF = shape::QBUF;                         // Q buffers, a ring over the tiles
     static constexpr bool LAZY = shape::LAZY;                        // lazy rescale (softmax_update)
     static constexpr bool O_TMA = shape::O_TMA;                      // the epilogue may store by TMA (wg_store_tma)
-    static constexpr bool O_TMA_MASKED = wg_o_tma_masked<shape>(0);  // ... or only under a mask (wg_tma_of)
     static constexpr bool LATE_FINISH = wg_late_finish<shape>(0);    // the rows' sums in the epilogue (wg_finish_rows)
     // O by TMA store through the tile's last K/V stage, not its Q buffer (wg_store_tma): with one Q buffer, the next
     // tile's Q then loads under the last PV and the epilogue instead of after the store has read O (PERF.md step 103).
@@ -157,7 +154,7 @@ struct wg_cfg {
     static_assert(!FP8 || (D == DV && (BN == 128 || BN == 64)), "FP8: Vt rows of 128 keys (128-byte swizzle) or 64 (64-byte)");
     static_assert(BN == 64 || BN == 80 || BN == 96 || BN == 112 || BN == 128, "S = Q K^T is one wgmma of N = BN; a producer thread per key row");
     static_assert(QBUF == 1 || QBUF == 2, "Q buffers");
-    static_assert(!(O_TMA || O_TMA_MASKED) || QBUF == 2 || O_STAGE, "O by TMA store: through a second Q buffer or a stage");
+    static_assert(!O_TMA || QBUF == 2 || O_STAGE, "O by TMA store: through a second Q buffer or a stage");
     static_assert(!O_STAGE || (64 * DVS * (int)sizeof(T) <= K_BYTES && 64 * DVS * (int)sizeof(T) <= V_BYTES),
                   "O_STAGE: a warpgroup's O fits the K (warpgroup 0) and the V (warpgroup 1) part of a stage");
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one CTA");
