@@ -173,6 +173,7 @@ struct wg_tma {
     int kind, box_rows;
     int q_kind; // Q by TMA (WG_TMA_DENSE or _VARLEN: boxes of 64 features x group heads x BM / group rows), else off
     int o_kind; // O by TMA store (boxes of 64 features x group heads x 64 / group rows: one warpgroup's), else off
+    int solo;   // every Q tile and key block by TMA, no length to check: the producer's warp 0 alone runs (wg_produce)
     // The walk's divisors (wg_tile_at): a head's query tiles ms, ms x splits, splits, h_k, the GQA group, and
     // the masked persistent walk's heads a round (W)
     fastdiv ms, units_per_head, splits, h_k, group, w;
@@ -312,7 +313,7 @@ __device__ __forceinline__ void wg_load_q(const fc_problem &p, const fwd_tile &t
 template <class C>
 __device__ __forceinline__ void wg_tma_q(const wg_tma &tm, const fwd_tile &t, char *sq, uint64_t *bar, int tid) {
     if (tid != 0) {
-        mbar_arrive(bar);
+        if (!tm.solo) mbar_arrive(bar);
         return;
     }
     fence_proxy_async(); // the consumers' rotary may have written this buffer before (generic proxy)
@@ -478,7 +479,7 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
             fence_proxy_async(); // cp.async (generic proxy) may have written this buffer before
             mbar_arrive_expect_tx(&sm.k_full[stage], C::K_BYTES);
             wg_tma_block<C>(tm, &tm.k, t, n, C::DS, rows, k, &sm.k_full[stage]);
-        } else {
+        } else if (!tm.solo) {
             mbar_arrive(&sm.k_full[stage]);
         }
         uint64_t *v_bar;
@@ -490,7 +491,7 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
             if (C::FP8) fence_proxy_async(); // cp.async may have written this land buffer before
             mbar_arrive_expect_tx(v_bar, C::V_BYTES);
             wg_tma_block<C>(tm, &tm.v, t, n, C::DVS, rows, v, v_bar);
-        } else {
+        } else if (!tm.solo) {
             mbar_arrive(v_bar);
         }
         if constexpr (C::FP8) // the previous block's V, while this one lands
@@ -509,6 +510,9 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
     // FC_BAD_*: what is wrong with sequence bad_b (the grid walk: the CTA's one sequence; persistent: the first
     // flagged), reported at the end; cut: bad_b's lengths were cut (its rows past them are cleared once)
     int bad = 0, bad_b = -1, cut = 0;
+    // solo: warp 0 alone (thread 0 issues every copy; the full barriers count one arrival): the other three warps'
+    // walk of the tiles and their arrivals were a tenth of the kernel's instructions at 512 keys (PERF.md step 108).
+    if (tm.solo && tid >= 32) return;
     int steps = wg_steps<C, P>(p, tm);
     for (int k = 0; k < steps; k++) {
         fwd_tile t;
@@ -524,7 +528,7 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
         // Every producer thread is done reading the previous tile's row tables before any writes this
         // tile's (a TMA tile writes a table only for its partial last block, so no per-block barrier
         // stands between the two).
-        if (pos > 0) named_bar_sync(1, 128);
+        if (pos > 0 && !tm.solo) named_bar_sync(1, 128);
         int qb = k % C::QBUF, n = qb ? uses1++ : uses0++;
         if (n > 0) mbar_wait(&sm.q_empty[qb], (n - 1) & 1);
         if (tm.q_kind != WG_TMA_OFF)
@@ -1009,13 +1013,14 @@ __global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_c
     extern __shared__ __align__(128) char wg_smem_raw[]; // rounded up to 1024 in wg_smem_of
     wg_smem sm = wg_smem_of<C>(wg_smem_raw);
     if (threadIdx.x == 0) {
+        int producers = tm.solo ? 1 : 128; // arrivals on a full barrier (wg_produce)
         for (int b = 0; b < C::QBUF; b++) {
-            mbar_init(&sm.q_full[b], 128);
+            mbar_init(&sm.q_full[b], producers);
             mbar_init(&sm.q_empty[b], 4 * C::CONSUMERS);
         }
         for (int i = 0; i < C::STAGES; i++) {
-            mbar_init(&sm.k_full[i], 128);
-            mbar_init(&sm.v_full[i], 128);
+            mbar_init(&sm.k_full[i], producers);
+            mbar_init(&sm.v_full[i], producers);
             mbar_init(&sm.k_empty[i], 4 * C::CONSUMERS); // one arrival per consumer warp
             mbar_init(&sm.v_empty[i], 4 * C::CONSUMERS);
         }
