@@ -630,13 +630,21 @@ __device__ __forceinline__ int wg_mask_raw(const score_consts &sc, const row_sco
 #pragma unroll
     for (int k = 0; k < 2; k++) visible_range(sc, rs[k].r, j0, &lo[k], &hi[k]);
     int live = (__reduce_max_sync(0xffffffffu, max(hi[0], hi[1])) + 8) / 8; // hi >= -1
+    if (sc.wl < 0) { // no left window (lo = -1): only the right edge hides keys (causal, the sequence's end)
 #pragma unroll
-    for (int f = 0; f < C::BN / 8; f++)
+        for (int f = 0; f < C::BN / 8; f++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            int c = 8 * f + e % 2;
-            if (c < lo[e / 2] || c > hi[e / 2]) s[f][e] = -INFINITY;
-        }
+            for (int e = 0; e < 4; e++)
+                if (8 * f + e % 2 > hi[e / 2]) s[f][e] = -INFINITY;
+    } else {
+#pragma unroll
+        for (int f = 0; f < C::BN / 8; f++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int c = 8 * f + e % 2;
+                if (c < lo[e / 2] || c > hi[e / 2]) s[f][e] = -INFINITY;
+            }
+    }
     return min(live, C::BN / 8);
 }
 
