@@ -625,23 +625,37 @@ struct wg_regs {
 
 // Plain scores (no softcap, no ALiBi, scale > 0): raw dot products, -inf where key block n hides them.
 // Each row's visible range once (visible_range), then per score the fragment column c = 8 f + e % 2
-// (key j0 + c) against it: two compares with constants.
+// (key j0 + c) against it: one compare with a constant where no left window can hide a key, else two.
 // Returns the fragments before the warp's last visible key (from there on every score of the warp is masked:
 // under a causal mask a quarter to all of the diagonal block's, by warp), by a warp reduction (uniform).
-template <class C>
+// DEAD_ZERO: the hidden scores of the groups of fragments from there on (softmax_update's) get 0, not -inf: their
+// p, which softmax_update then leaves alone (one select a score either way).
+template <class C, bool DEAD_ZERO>
 __device__ __forceinline__ int wg_mask_raw(const score_consts &sc, const row_scores *rs, int n, float (*s)[4]) {
+    constexpr int NF = C::BN / 8, G = softmax_group(NF);
     int j0 = n * C::BN + 2 * (threadIdx.x % 4), lo[2], hi[2];
 #pragma unroll
     for (int k = 0; k < 2; k++) visible_range(sc, rs[k].r, j0, &lo[k], &hi[k]);
-    int live = (__reduce_max_sync(0xffffffffu, max(hi[0], hi[1])) + 8) / 8; // hi >= -1
+    int live = min((__reduce_max_sync(0xffffffffu, max(hi[0], hi[1])) + 8) / 8, NF); // hi >= -1
+    float fill[NF / G];
 #pragma unroll
-    for (int f = 0; f < C::BN / 8; f++)
+    for (int g = 0; g < NF / G; g++) fill[g] = DEAD_ZERO && g * G >= live ? 0.0f : -INFINITY;
+    if (sc.wl < 0) { // no left window (lo = -1): only the right edge hides keys (causal, the sequence's end)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            int c = 8 * f + e % 2;
-            if (c < lo[e / 2] || c > hi[e / 2]) s[f][e] = -INFINITY;
-        }
-    return min(live, C::BN / 8);
+        for (int f = 0; f < NF; f++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                if (8 * f + e % 2 > hi[e / 2]) s[f][e] = fill[f / G];
+    } else {
+#pragma unroll
+        for (int f = 0; f < NF; f++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int c = 8 * f + e % 2;
+                if (c < lo[e / 2] || c > hi[e / 2]) s[f][e] = fill[f / G];
+            }
+    }
+    return live;
 }
 
 // Scores of key block n (masked when MASK) and the online-softmax step of the thread's two rows; PLAIN:
@@ -650,15 +664,17 @@ __device__ __forceinline__ int wg_mask_raw(const score_consts &sc, const row_sco
 template <class C, bool MASK, bool PLAIN>
 __device__ __forceinline__ void wg_softmax(const score_consts &sc, int n, wg_regs<C> &w, float rescale[2]) {
     if (PLAIN) {
+        // Skip the exp2 of a masked block's hidden end only where it measured faster: d 64's two warpgroups (causal up
+        // to 1k keys: +3-4%); d 192 lost 9-18% and d 64's three warpgroups spilled (PERF.md step 88).
+        constexpr bool SKIP_DEAD = C::D == 64 && C::CONSUMERS == 2;
         int live = C::BN / 8; // fragments whose exp2 the warp computes
         if (MASK) {
-            int seen = wg_mask_raw<C>(sc, w.rs, n, w.s[0]);
-            // Only where it measured faster: d 64's two warpgroups (causal up to 1k keys: +3-4%); d 192 lost 9-18%
-            // and d 64's three warpgroups spilled (PERF.md step 88).
-            if (C::D == 64 && C::CONSUMERS == 2) live = seen;
+            int seen = wg_mask_raw<C, SKIP_DEAD>(sc, w.rs, n, w.s[0]);
+            if (SKIP_DEAD) live = seen;
         }
 #pragma unroll
-        for (int k = 0; k < 2; k++) rescale[k] = softmax_update<C::BN / 8, C::LAZY>(w.st[k], w.s[0], k, sc.mul, live);
+        for (int k = 0; k < 2; k++)
+            rescale[k] = softmax_update<C::BN / 8, C::LAZY, SKIP_DEAD>(w.st[k], w.s[0], k, sc.mul, live);
     } else {
         scores_block<C, MASK>(sc, w.rs, n, w.s);
 #pragma unroll
