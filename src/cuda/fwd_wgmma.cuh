@@ -623,6 +623,12 @@ struct wg_regs {
     float inv[2]; // 1 / the rows' sums, for the epilogue by TMA store (wg_finish_rows)
 };
 
+// The consumer warpgroup of this thread, by a warp reduction: ptxas takes its result as uniform across the warp
+// (threadIdx.x / 128 it does not), which keeps what is computed from it, the Q tile's address and with it the block
+// loops' descriptor arithmetic, on the uniform datapath (d 256's block 635 -> 550 instructions, d 192 -69, R2UR
+// 355 -> 35 a kernel: PERF.md step 109; d 64 +350 spill instructions with threadIdx.x / 128 in wg_blocks_unseen).
+__device__ __forceinline__ int wg_index() { return (int)__reduce_min_sync(0xffffffffu, threadIdx.x / 128); }
+
 // Plain scores (no softcap, no ALiBi, scale > 0): raw dot products, -inf where key block n hides them.
 // Each row's visible range once (visible_range), then per score the fragment column c = 8 f + e % 2
 // (key j0 + c) against it: one compare with a constant where no left window can hide a key, else two.
@@ -821,7 +827,7 @@ __device__ __forceinline__ void wg_finish_rows(const fc_problem &p, const fwd_ti
 template <class C>
 __device__ __forceinline__ void wg_last(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, const wg_smem &sm,
                                         uint64_t *q_empty, int g, int uses, wg_regs<C> &w) {
-    int last = g % C::STAGES, wg = __reduce_min_sync(0xffffffffu, threadIdx.x / 128); // (uniform: see wg_consume_tile)
+    int last = g % C::STAGES, wg = wg_index();
     bool o_tma = wg_o_by_tma(tm), keep_q = o_tma && !C::O_STAGE, v_keep = C::O_STAGE && o_tma && wg == 1;
     if (!keep_q) wg_release(q_empty);
     if (C::O_STAGE && (!o_tma || wg == 1)) wg_release(&sm.k_empty[last]); // (warpgroup 0's goes back after its O)
@@ -924,7 +930,7 @@ __device__ __forceinline__ void wg_store_tma(const fc_problem &p, const fwd_tile
     typedef typename C::T T;
     int lane = threadIdx.x % 32;
     constexpr int rows = C::O_STAGE ? 64 : C::BM; // of a box in shared memory
-    int wg = __reduce_min_sync(0xffffffffu, g); // (uniform: see wg_consume_tile)
+    int wg = wg_index();
     char *o = C::O_STAGE ? sm.stages + last * C::STAGE_BYTES + wg * C::K_BYTES : q + 64 * g * 128;
     if (!wg_finish_early<C>()) wg_finish_rows<C>(p, t, tm, w);
     if (C::O_STAGE) named_bar_sync(wg ? WG_BAR_V_FREE + (uses & 1) : WG_BAR_K_FREE, 256);
@@ -947,18 +953,20 @@ __device__ __forceinline__ void wg_store_tma(const fc_problem &p, const fwd_tile
     stored = !C::O_STAGE ? q_empty : wg ? &sm.v_empty[last] : &sm.k_empty[last];
 }
 
-// Warpgroup g's 64 rows of tile t (the CTA's tile k, its Q in buffer k % QBUF, filled there for the uses-th time;
-// its blocks from ring position pos)
-// against the split's key blocks, then the epilogue. Plain scores (no softcap, no ALiBi, scale > 0: the
-// common case) take the path with the scale folded into the exponent.
-// stored: the barrier of the buffer (Q's, or O_STAGE a stage's part) whose O the previous tile stored by TMA and
-// that is not given back yet, or null.
+// A warpgroup's state for one tile: its scores' constants, its rows' query range, the blocks it skips
+// (wg_blocks_unseen), the output's scale (FP8).
+struct wg_tile_state {
+    score_consts sc;
+    int r_lo, r_hi, skip;
+    float out_scale;
+};
+
+// Warpgroup g's setup of tile t: its rows' score and softmax state, O zeroed, the blocks it skips, worked out while
+// its Q may still be loading.
 template <class C, bool P>
-__device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm, int k,
-                                int uses, int pos, uint64_t *&stored) {
-    int g = threadIdx.x / 128;
-    score_consts sc = score_consts_of(p, t.s.s_q, t.s.s_k);
-    wg_regs<C> w;
+__device__ __forceinline__ wg_tile_state wg_tile_setup(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, wg_regs<C> &w) {
+    wg_tile_state ts;
+    ts.sc = score_consts_of(p, t.s.s_q, t.s.s_k);
 #pragma unroll
     for (int k = 0; k < 2; k++) {
         int pm = min(t.m0 + slot_row<C>(k), t.packed_rows - 1), r = (int)div_of(pm, tm.group);
@@ -970,40 +978,60 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
     }
 #pragma unroll
     for (int f = 0; f < C::DV / 8; f++) w.o[0][f][0] = w.o[0][f][1] = w.o[0][f][2] = w.o[0][f][3] = 0.0f;
-    float out_scale = 1.0f;
-    if constexpr (C::FP8) out_scale = apply_descales(p, t, sc);
-
-    // The warpgroup's blocks (wg_blocks_unseen), worked out while its Q may still be loading. g by a warp
-    // reduction: ptxas takes its result as uniform across the warp, keeping the block loops' ring and
-    // descriptor arithmetic on the uniform datapath, which threadIdx.x / 128 moved them off (d 64: +350 spill
-    // instructions, masked block 736 -> 1 063 instructions).
-    int r_lo, r_hi, skip = wg_blocks_unseen<C, P>(p, t, tm, __reduce_min_sync(0xffffffffu, threadIdx.x / 128), &r_lo, &r_hi);
-    if (stored) wg_release_stored(stored);
-    stored = nullptr;
-    if (t.n_hi > t.n_lo) {
-        int b = k % C::QBUF;
-        char *q = sm.q + b * C::Q_BYTES;
-        const char *sq = q + g * 64 * 128;
-        mbar_wait(&sm.q_full[b], uses & 1);
-        if (!C::FP8 && p.rotary_cos) { // (FP8 q: no rotary, fwd.cu)
-            wg_rotate_q<C>(p, t, q, g);
-            fence_proxy_async();
-            named_bar_sync(2 + g, 128);
-        }
-        if (sc.cap == 0.0f && !p.alibi && sc.mul > 0.0f)
-            wg_blocks<C, true>(p, sc, t, sm, tm, sq, &sm.q_empty[b], pos, uses, skip, r_lo, r_hi, w);
-        else
-            wg_blocks<C, false>(p, sc, t, sm, tm, sq, &sm.q_empty[b], pos, uses, skip, r_lo, r_hi, w);
-    }
-    if (!C::FP8 && t.n_hi > t.n_lo && wg_o_by_tma(tm)) {
-        int last = (pos + t.n_hi - t.n_lo - 1) % C::STAGES;
-        wg_store_tma<C>(p, t, tm, w, sm, sm.q + k % C::QBUF * C::Q_BYTES, &sm.q_empty[k % C::QBUF], last, uses, g, stored);
-    } else
-        store_rows<C>(p, t, ws, w.o, w.st, out_scale);
+    ts.out_scale = 1.0f;
+    if constexpr (C::FP8) ts.out_scale = apply_descales(p, t, ts.sc);
+    ts.skip = wg_blocks_unseen<C, P>(p, t, tm, wg_index(), &ts.r_lo, &ts.r_hi);
+    return ts;
 }
 
+// Tile t's Q (the CTA's tile k, in buffer k % QBUF, filled there for the uses-th time) waited for, rotated where
+// asked; the warpgroup's 64 rows of it (at a uniform address: wg_index).
+template <class C>
+__device__ __forceinline__ const char *wg_tile_q(const fc_problem &p, const fwd_tile &t, const wg_smem &sm, int k, int uses) {
+    int b = k % C::QBUF, g = wg_index();
+    char *q = sm.q + b * C::Q_BYTES;
+    mbar_wait(&sm.q_full[b], uses & 1);
+    if (!C::FP8 && p.rotary_cos) { // (FP8 q: no rotary, fwd.cu)
+        wg_rotate_q<C>(p, t, q, g);
+        fence_proxy_async();
+        named_bar_sync(2 + g, 128);
+    }
+    return q + g * 64 * 128;
+}
+
+// Tile t's key blocks against the warpgroup's rows (ring positions from pos), then the last PV. Plain scores (no
+// softcap, no ALiBi, scale > 0: the common case) take the path with the scale folded into the exponent.
+template <class C>
+__device__ __forceinline__ void wg_tile_blocks(const fc_problem &p, const fwd_tile &t, const wg_smem &sm, const wg_tma &tm,
+                                               const wg_tile_state &ts, const char *sq, int k, int uses, int pos,
+                                               wg_regs<C> &w) {
+    uint64_t *q_empty = &sm.q_empty[k % C::QBUF];
+    if (ts.sc.cap == 0.0f && !p.alibi && ts.sc.mul > 0.0f)
+        wg_blocks<C, true>(p, ts.sc, t, sm, tm, sq, q_empty, pos, uses, ts.skip, ts.r_lo, ts.r_hi, w);
+    else
+        wg_blocks<C, false>(p, ts.sc, t, sm, tm, sq, q_empty, pos, uses, ts.skip, ts.r_lo, ts.r_hi, w);
+}
+
+// Tile t's epilogue: O by TMA store (stored: the barrier of the buffer it goes through, given back once read) or
+// from registers.
+template <class C>
+__device__ __forceinline__ void wg_tile_epilogue(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, const wg_smem &sm,
+                                                 const wg_tma &tm, const wg_tile_state &ts, int k, int uses, int pos,
+                                                 wg_regs<C> &w, uint64_t *&stored) {
+    if (!C::FP8 && t.n_hi > t.n_lo && wg_o_by_tma(tm)) {
+        int last = (pos + t.n_hi - t.n_lo - 1) % C::STAGES;
+        wg_store_tma<C>(p, t, tm, w, sm, sm.q + k % C::QBUF * C::Q_BYTES, &sm.q_empty[k % C::QBUF], last, uses,
+                        threadIdx.x / 128, stored);
+    } else
+        store_rows<C>(p, t, ws, w.o, w.st, ts.out_scale);
+}
+
+// The consumers' walk of the CTA's tiles: each tile's setup, Q, key blocks and epilogue. stored: the barrier of the
+// buffer (Q's, or O_STAGE a stage's part) whose O the previous tile stored by TMA, given back at the start of the next
+// tile once read (its read's ~1k cycles pass under the setup: PERF.md step 71). (Chaining the tiles, the next tile's
+// first S issued before the epilogue, measured 4-10% slower: PERF.md step 109.)
 template <class C, bool P>
-__device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
+__device__ __forceinline__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
     int pos = 0, uses0 = 0, uses1 = 0; // tiles through Q buffers 0 and 1
     uint64_t *stored = nullptr;        // the barrier of a buffer holding O on its way out (wg_store_tma)
     int steps = wg_steps<C, P>(p, tm);
@@ -1011,9 +1039,14 @@ __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &s
     for (int k = 0; k < steps; k++) {
         fwd_tile t;
         if (!wg_tile_at<C, P>(p, tm, k, t)) continue;
-        int qb = k % C::QBUF;
-        wg_consume_tile<C, P>(p, t, ws, sm, tm, k, qb ? uses1 : uses0, pos, stored);
-        if (t.n_hi > t.n_lo) (qb ? uses1 : uses0)++; // the producer loads Q only for tiles with key blocks
+        int uses = k % C::QBUF ? uses1 : uses0;
+        wg_regs<C> w;
+        wg_tile_state ts = wg_tile_setup<C, P>(p, t, tm, w);
+        if (stored) wg_release_stored(stored);
+        stored = nullptr;
+        if (t.n_hi > t.n_lo) wg_tile_blocks<C>(p, t, sm, tm, ts, wg_tile_q<C>(p, t, sm, k, uses), k, uses, pos, w);
+        wg_tile_epilogue<C>(p, t, ws, sm, tm, ts, k, uses, pos, w, stored);
+        if (t.n_hi > t.n_lo) (k % C::QBUF ? uses1 : uses0)++; // the producer loads Q only for tiles with key blocks
         pos += t.n_hi - t.n_lo;
     }
     if (stored) wg_release_stored(stored); // (shared memory must outlive the store's reads)
