@@ -173,6 +173,7 @@ struct wg_tma {
     int kind, box_rows;
     int q_kind; // Q by TMA (WG_TMA_DENSE or _VARLEN: boxes of 64 features x group heads x BM / group rows), else off
     int o_kind; // O by TMA store (boxes of 64 features x group heads x 64 / group rows: one warpgroup's), else off
+    int solo;   // every Q tile and key block by TMA, no length to check: the producer's warp 0 alone runs (wg_produce)
     // The walk's divisors (wg_tile_at): a head's query tiles ms, ms x splits, splits, h_k, the GQA group, and
     // the masked persistent walk's heads a round (W)
     fastdiv ms, units_per_head, splits, h_k, group, w;
@@ -312,7 +313,7 @@ __device__ __forceinline__ void wg_load_q(const fc_problem &p, const fwd_tile &t
 template <class C>
 __device__ __forceinline__ void wg_tma_q(const wg_tma &tm, const fwd_tile &t, char *sq, uint64_t *bar, int tid) {
     if (tid != 0) {
-        mbar_arrive(bar);
+        if (!tm.solo) mbar_arrive(bar);
         return;
     }
     fence_proxy_async(); // the consumers' rotary may have written this buffer before (generic proxy)
@@ -478,7 +479,7 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
             fence_proxy_async(); // cp.async (generic proxy) may have written this buffer before
             mbar_arrive_expect_tx(&sm.k_full[stage], C::K_BYTES);
             wg_tma_block<C>(tm, &tm.k, t, n, C::DS, rows, k, &sm.k_full[stage]);
-        } else {
+        } else if (!tm.solo) {
             mbar_arrive(&sm.k_full[stage]);
         }
         uint64_t *v_bar;
@@ -490,7 +491,7 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
             if (C::FP8) fence_proxy_async(); // cp.async may have written this land buffer before
             mbar_arrive_expect_tx(v_bar, C::V_BYTES);
             wg_tma_block<C>(tm, &tm.v, t, n, C::DVS, rows, v, v_bar);
-        } else {
+        } else if (!tm.solo) {
             mbar_arrive(v_bar);
         }
         if constexpr (C::FP8) // the previous block's V, while this one lands
@@ -509,6 +510,9 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
     // FC_BAD_*: what is wrong with sequence bad_b (the grid walk: the CTA's one sequence; persistent: the first
     // flagged), reported at the end; cut: bad_b's lengths were cut (its rows past them are cleared once)
     int bad = 0, bad_b = -1, cut = 0;
+    // solo: warp 0 alone (thread 0 issues every copy; the full barriers count one arrival): the other three warps'
+    // walk of the tiles and their arrivals were a tenth of the kernel's instructions at 512 keys (PERF.md step 108).
+    if (tm.solo && tid >= 32) return;
     int steps = wg_steps<C, P>(p, tm);
     for (int k = 0; k < steps; k++) {
         fwd_tile t;
@@ -524,7 +528,7 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
         // Every producer thread is done reading the previous tile's row tables before any writes this
         // tile's (a TMA tile writes a table only for its partial last block, so no per-block barrier
         // stands between the two).
-        if (pos > 0) named_bar_sync(1, 128);
+        if (pos > 0 && !tm.solo) named_bar_sync(1, 128);
         int qb = k % C::QBUF, n = qb ? uses1++ : uses0++;
         if (n > 0) mbar_wait(&sm.q_empty[qb], (n - 1) & 1);
         if (tm.q_kind != WG_TMA_OFF)
@@ -619,25 +623,45 @@ struct wg_regs {
     float inv[2]; // 1 / the rows' sums, for the epilogue by TMA store (wg_finish_rows)
 };
 
+// The consumer warpgroup of this thread, by a warp reduction: ptxas takes its result as uniform across the warp
+// (threadIdx.x / 128 it does not), which keeps what is computed from it, the Q tile's address and with it the block
+// loops' descriptor arithmetic, on the uniform datapath (d 256's block 635 -> 550 instructions, d 192 -69, R2UR
+// 355 -> 35 a kernel: PERF.md step 109; d 64 +350 spill instructions with threadIdx.x / 128 in wg_blocks_unseen).
+__device__ __forceinline__ int wg_index() { return (int)__reduce_min_sync(0xffffffffu, threadIdx.x / 128); }
+
 // Plain scores (no softcap, no ALiBi, scale > 0): raw dot products, -inf where key block n hides them.
 // Each row's visible range once (visible_range), then per score the fragment column c = 8 f + e % 2
-// (key j0 + c) against it: two compares with constants.
+// (key j0 + c) against it: one compare with a constant where no left window can hide a key, else two.
 // Returns the fragments before the warp's last visible key (from there on every score of the warp is masked:
 // under a causal mask a quarter to all of the diagonal block's, by warp), by a warp reduction (uniform).
-template <class C>
+// DEAD_ZERO: the hidden scores of the groups of fragments from there on (softmax_update's) get 0, not -inf: their
+// p, which softmax_update then leaves alone (one select a score either way).
+template <class C, bool DEAD_ZERO>
 __device__ __forceinline__ int wg_mask_raw(const score_consts &sc, const row_scores *rs, int n, float (*s)[4]) {
+    constexpr int NF = C::BN / 8, G = softmax_group(NF);
     int j0 = n * C::BN + 2 * (threadIdx.x % 4), lo[2], hi[2];
 #pragma unroll
     for (int k = 0; k < 2; k++) visible_range(sc, rs[k].r, j0, &lo[k], &hi[k]);
-    int live = (__reduce_max_sync(0xffffffffu, max(hi[0], hi[1])) + 8) / 8; // hi >= -1
+    int live = min((__reduce_max_sync(0xffffffffu, max(hi[0], hi[1])) + 8) / 8, NF); // hi >= -1
+    float fill[NF / G];
 #pragma unroll
-    for (int f = 0; f < C::BN / 8; f++)
+    for (int g = 0; g < NF / G; g++) fill[g] = DEAD_ZERO && g * G >= live ? 0.0f : -INFINITY;
+    if (sc.wl < 0) { // no left window (lo = -1): only the right edge hides keys (causal, the sequence's end)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            int c = 8 * f + e % 2;
-            if (c < lo[e / 2] || c > hi[e / 2]) s[f][e] = -INFINITY;
-        }
-    return min(live, C::BN / 8);
+        for (int f = 0; f < NF; f++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                if (8 * f + e % 2 > hi[e / 2]) s[f][e] = fill[f / G];
+    } else {
+#pragma unroll
+        for (int f = 0; f < NF; f++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int c = 8 * f + e % 2;
+                if (c < lo[e / 2] || c > hi[e / 2]) s[f][e] = fill[f / G];
+            }
+    }
+    return live;
 }
 
 // Scores of key block n (masked when MASK) and the online-softmax step of the thread's two rows; PLAIN:
@@ -646,15 +670,17 @@ __device__ __forceinline__ int wg_mask_raw(const score_consts &sc, const row_sco
 template <class C, bool MASK, bool PLAIN>
 __device__ __forceinline__ void wg_softmax(const score_consts &sc, int n, wg_regs<C> &w, float rescale[2]) {
     if (PLAIN) {
+        // Skip the exp2 of a masked block's hidden end only where it measured faster: d 64's two warpgroups (causal up
+        // to 1k keys: +3-4%); d 192 lost 9-18% and d 64's three warpgroups spilled (PERF.md step 88).
+        constexpr bool SKIP_DEAD = C::D == 64 && C::CONSUMERS == 2;
         int live = C::BN / 8; // fragments whose exp2 the warp computes
         if (MASK) {
-            int seen = wg_mask_raw<C>(sc, w.rs, n, w.s[0]);
-            // Only where it measured faster: d 64's two warpgroups (causal up to 1k keys: +3-4%); d 192 lost 9-18%
-            // and d 64's three warpgroups spilled (PERF.md step 88).
-            if (C::D == 64 && C::CONSUMERS == 2) live = seen;
+            int seen = wg_mask_raw<C, SKIP_DEAD>(sc, w.rs, n, w.s[0]);
+            if (SKIP_DEAD) live = seen;
         }
 #pragma unroll
-        for (int k = 0; k < 2; k++) rescale[k] = softmax_update<C::BN / 8, C::LAZY>(w.st[k], w.s[0], k, sc.mul, live);
+        for (int k = 0; k < 2; k++)
+            rescale[k] = softmax_update<C::BN / 8, C::LAZY, SKIP_DEAD>(w.st[k], w.s[0], k, sc.mul, live);
     } else {
         scores_block<C, MASK>(sc, w.rs, n, w.s);
 #pragma unroll
@@ -801,7 +827,7 @@ __device__ __forceinline__ void wg_finish_rows(const fc_problem &p, const fwd_ti
 template <class C>
 __device__ __forceinline__ void wg_last(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, const wg_smem &sm,
                                         uint64_t *q_empty, int g, int uses, wg_regs<C> &w) {
-    int last = g % C::STAGES, wg = __reduce_min_sync(0xffffffffu, threadIdx.x / 128); // (uniform: see wg_consume_tile)
+    int last = g % C::STAGES, wg = wg_index();
     bool o_tma = wg_o_by_tma(tm), keep_q = o_tma && !C::O_STAGE, v_keep = C::O_STAGE && o_tma && wg == 1;
     if (!keep_q) wg_release(q_empty);
     if (C::O_STAGE && (!o_tma || wg == 1)) wg_release(&sm.k_empty[last]); // (warpgroup 0's goes back after its O)
@@ -904,7 +930,7 @@ __device__ __forceinline__ void wg_store_tma(const fc_problem &p, const fwd_tile
     typedef typename C::T T;
     int lane = threadIdx.x % 32;
     constexpr int rows = C::O_STAGE ? 64 : C::BM; // of a box in shared memory
-    int wg = __reduce_min_sync(0xffffffffu, g); // (uniform: see wg_consume_tile)
+    int wg = wg_index();
     char *o = C::O_STAGE ? sm.stages + last * C::STAGE_BYTES + wg * C::K_BYTES : q + 64 * g * 128;
     if (!wg_finish_early<C>()) wg_finish_rows<C>(p, t, tm, w);
     if (C::O_STAGE) named_bar_sync(wg ? WG_BAR_V_FREE + (uses & 1) : WG_BAR_K_FREE, 256);
@@ -927,18 +953,20 @@ __device__ __forceinline__ void wg_store_tma(const fc_problem &p, const fwd_tile
     stored = !C::O_STAGE ? q_empty : wg ? &sm.v_empty[last] : &sm.k_empty[last];
 }
 
-// Warpgroup g's 64 rows of tile t (the CTA's tile k, its Q in buffer k % QBUF, filled there for the uses-th time;
-// its blocks from ring position pos)
-// against the split's key blocks, then the epilogue. Plain scores (no softcap, no ALiBi, scale > 0: the
-// common case) take the path with the scale folded into the exponent.
-// stored: the barrier of the buffer (Q's, or O_STAGE a stage's part) whose O the previous tile stored by TMA and
-// that is not given back yet, or null.
+// A warpgroup's state for one tile: its scores' constants, its rows' query range, the blocks it skips
+// (wg_blocks_unseen), the output's scale (FP8).
+struct wg_tile_state {
+    score_consts sc;
+    int r_lo, r_hi, skip;
+    float out_scale;
+};
+
+// Warpgroup g's setup of tile t: its rows' score and softmax state, O zeroed, the blocks it skips, worked out while
+// its Q may still be loading.
 template <class C, bool P>
-__device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm, int k,
-                                int uses, int pos, uint64_t *&stored) {
-    int g = threadIdx.x / 128;
-    score_consts sc = score_consts_of(p, t.s.s_q, t.s.s_k);
-    wg_regs<C> w;
+__device__ __forceinline__ wg_tile_state wg_tile_setup(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, wg_regs<C> &w) {
+    wg_tile_state ts;
+    ts.sc = score_consts_of(p, t.s.s_q, t.s.s_k);
 #pragma unroll
     for (int k = 0; k < 2; k++) {
         int pm = min(t.m0 + slot_row<C>(k), t.packed_rows - 1), r = (int)div_of(pm, tm.group);
@@ -950,40 +978,60 @@ __device__ void wg_consume_tile(const fc_problem &p, const fwd_tile &t, fc_split
     }
 #pragma unroll
     for (int f = 0; f < C::DV / 8; f++) w.o[0][f][0] = w.o[0][f][1] = w.o[0][f][2] = w.o[0][f][3] = 0.0f;
-    float out_scale = 1.0f;
-    if constexpr (C::FP8) out_scale = apply_descales(p, t, sc);
-
-    // The warpgroup's blocks (wg_blocks_unseen), worked out while its Q may still be loading. g by a warp
-    // reduction: ptxas takes its result as uniform across the warp, keeping the block loops' ring and
-    // descriptor arithmetic on the uniform datapath, which threadIdx.x / 128 moved them off (d 64: +350 spill
-    // instructions, masked block 736 -> 1 063 instructions).
-    int r_lo, r_hi, skip = wg_blocks_unseen<C, P>(p, t, tm, __reduce_min_sync(0xffffffffu, threadIdx.x / 128), &r_lo, &r_hi);
-    if (stored) wg_release_stored(stored);
-    stored = nullptr;
-    if (t.n_hi > t.n_lo) {
-        int b = k % C::QBUF;
-        char *q = sm.q + b * C::Q_BYTES;
-        const char *sq = q + g * 64 * 128;
-        mbar_wait(&sm.q_full[b], uses & 1);
-        if (!C::FP8 && p.rotary_cos) { // (FP8 q: no rotary, fwd.cu)
-            wg_rotate_q<C>(p, t, q, g);
-            fence_proxy_async();
-            named_bar_sync(2 + g, 128);
-        }
-        if (sc.cap == 0.0f && !p.alibi && sc.mul > 0.0f)
-            wg_blocks<C, true>(p, sc, t, sm, tm, sq, &sm.q_empty[b], pos, uses, skip, r_lo, r_hi, w);
-        else
-            wg_blocks<C, false>(p, sc, t, sm, tm, sq, &sm.q_empty[b], pos, uses, skip, r_lo, r_hi, w);
-    }
-    if (!C::FP8 && t.n_hi > t.n_lo && wg_o_by_tma(tm)) {
-        int last = (pos + t.n_hi - t.n_lo - 1) % C::STAGES;
-        wg_store_tma<C>(p, t, tm, w, sm, sm.q + k % C::QBUF * C::Q_BYTES, &sm.q_empty[k % C::QBUF], last, uses, g, stored);
-    } else
-        store_rows<C>(p, t, ws, w.o, w.st, out_scale);
+    ts.out_scale = 1.0f;
+    if constexpr (C::FP8) ts.out_scale = apply_descales(p, t, ts.sc);
+    ts.skip = wg_blocks_unseen<C, P>(p, t, tm, wg_index(), &ts.r_lo, &ts.r_hi);
+    return ts;
 }
 
+// Tile t's Q (the CTA's tile k, in buffer k % QBUF, filled there for the uses-th time) waited for, rotated where
+// asked; the warpgroup's 64 rows of it (at a uniform address: wg_index).
+template <class C>
+__device__ __forceinline__ const char *wg_tile_q(const fc_problem &p, const fwd_tile &t, const wg_smem &sm, int k, int uses) {
+    int b = k % C::QBUF, g = wg_index();
+    char *q = sm.q + b * C::Q_BYTES;
+    mbar_wait(&sm.q_full[b], uses & 1);
+    if (!C::FP8 && p.rotary_cos) { // (FP8 q: no rotary, fwd.cu)
+        wg_rotate_q<C>(p, t, q, g);
+        fence_proxy_async();
+        named_bar_sync(2 + g, 128);
+    }
+    return q + g * 64 * 128;
+}
+
+// Tile t's key blocks against the warpgroup's rows (ring positions from pos), then the last PV. Plain scores (no
+// softcap, no ALiBi, scale > 0: the common case) take the path with the scale folded into the exponent.
+template <class C>
+__device__ __forceinline__ void wg_tile_blocks(const fc_problem &p, const fwd_tile &t, const wg_smem &sm, const wg_tma &tm,
+                                               const wg_tile_state &ts, const char *sq, int k, int uses, int pos,
+                                               wg_regs<C> &w) {
+    uint64_t *q_empty = &sm.q_empty[k % C::QBUF];
+    if (ts.sc.cap == 0.0f && !p.alibi && ts.sc.mul > 0.0f)
+        wg_blocks<C, true>(p, ts.sc, t, sm, tm, sq, q_empty, pos, uses, ts.skip, ts.r_lo, ts.r_hi, w);
+    else
+        wg_blocks<C, false>(p, ts.sc, t, sm, tm, sq, q_empty, pos, uses, ts.skip, ts.r_lo, ts.r_hi, w);
+}
+
+// Tile t's epilogue: O by TMA store (stored: the barrier of the buffer it goes through, given back once read) or
+// from registers.
+template <class C>
+__device__ __forceinline__ void wg_tile_epilogue(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, const wg_smem &sm,
+                                                 const wg_tma &tm, const wg_tile_state &ts, int k, int uses, int pos,
+                                                 wg_regs<C> &w, uint64_t *&stored) {
+    if (!C::FP8 && t.n_hi > t.n_lo && wg_o_by_tma(tm)) {
+        int last = (pos + t.n_hi - t.n_lo - 1) % C::STAGES;
+        wg_store_tma<C>(p, t, tm, w, sm, sm.q + k % C::QBUF * C::Q_BYTES, &sm.q_empty[k % C::QBUF], last, uses,
+                        threadIdx.x / 128, stored);
+    } else
+        store_rows<C>(p, t, ws, w.o, w.st, ts.out_scale);
+}
+
+// The consumers' walk of the CTA's tiles: each tile's setup, Q, key blocks and epilogue. stored: the barrier of the
+// buffer (Q's, or O_STAGE a stage's part) whose O the previous tile stored by TMA, given back at the start of the next
+// tile once read (its read's ~1k cycles pass under the setup: PERF.md step 71). (Chaining the tiles, the next tile's
+// first S issued before the epilogue, measured 4-10% slower: PERF.md step 109.)
 template <class C, bool P>
-__device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
+__device__ __forceinline__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
     int pos = 0, uses0 = 0, uses1 = 0; // tiles through Q buffers 0 and 1
     uint64_t *stored = nullptr;        // the barrier of a buffer holding O on its way out (wg_store_tma)
     int steps = wg_steps<C, P>(p, tm);
@@ -991,9 +1039,14 @@ __device__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &s
     for (int k = 0; k < steps; k++) {
         fwd_tile t;
         if (!wg_tile_at<C, P>(p, tm, k, t)) continue;
-        int qb = k % C::QBUF;
-        wg_consume_tile<C, P>(p, t, ws, sm, tm, k, qb ? uses1 : uses0, pos, stored);
-        if (t.n_hi > t.n_lo) (qb ? uses1 : uses0)++; // the producer loads Q only for tiles with key blocks
+        int uses = k % C::QBUF ? uses1 : uses0;
+        wg_regs<C> w;
+        wg_tile_state ts = wg_tile_setup<C, P>(p, t, tm, w);
+        if (stored) wg_release_stored(stored);
+        stored = nullptr;
+        if (t.n_hi > t.n_lo) wg_tile_blocks<C>(p, t, sm, tm, ts, wg_tile_q<C>(p, t, sm, k, uses), k, uses, pos, w);
+        wg_tile_epilogue<C>(p, t, ws, sm, tm, ts, k, uses, pos, w, stored);
+        if (t.n_hi > t.n_lo) (k % C::QBUF ? uses1 : uses0)++; // the producer loads Q only for tiles with key blocks
         pos += t.n_hi - t.n_lo;
     }
     if (stored) wg_release_stored(stored); // (shared memory must outlive the store's reads)
@@ -1009,13 +1062,14 @@ __global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_c
     extern __shared__ __align__(128) char wg_smem_raw[]; // rounded up to 1024 in wg_smem_of
     wg_smem sm = wg_smem_of<C>(wg_smem_raw);
     if (threadIdx.x == 0) {
+        int producers = tm.solo ? 1 : 128; // arrivals on a full barrier (wg_produce)
         for (int b = 0; b < C::QBUF; b++) {
-            mbar_init(&sm.q_full[b], 128);
+            mbar_init(&sm.q_full[b], producers);
             mbar_init(&sm.q_empty[b], 4 * C::CONSUMERS);
         }
         for (int i = 0; i < C::STAGES; i++) {
-            mbar_init(&sm.k_full[i], 128);
-            mbar_init(&sm.v_full[i], 128);
+            mbar_init(&sm.k_full[i], producers);
+            mbar_init(&sm.v_full[i], producers);
             mbar_init(&sm.k_empty[i], 4 * C::CONSUMERS); // one arrival per consumer warp
             mbar_init(&sm.v_empty[i], 4 * C::CONSUMERS);
         }

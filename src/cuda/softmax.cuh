@@ -27,13 +27,17 @@ __device__ __forceinline__ row_softmax softmax_init(bool has_sink, float sink_lo
 // FC_RESCALE_LOG2 (log2 units); below that the old max stays, p = 2^(s - m) is at most 2^FC_RESCALE_LOG2
 // (fine in fp32 and in P's bf16), and the rescale is exactly 1, which lets the caller skip O's.
 #define FC_RESCALE_LOG2 8.0f
-// live: fragments live and up are -inf for every lane of the warp (a masked block's hidden end, warp-uniform):
-// their p is 0 without an exp2.
-template <int NF, bool LAZY = false>
+// live: fragments live and up are hidden from every lane of the warp (a masked block's end, warp-uniform): their
+// p is 0 without an exp2, in groups of softmax_group(NF) fragments (a group counts as live if its first fragment is).
+// DEAD_ZERO: the caller has put 0 in those groups' scores already (wg_mask_raw); else they are written here, by
+// moves that ptxas issues for every group before its branch (~110 instructions a block at d 64, PERF.md step 108).
+// (In groups of four fragments: a uniform branch around each group that ptxas keeps as a branch; a test per
+// fragment became predicates on every instruction, which issue all the same.)
+__host__ __device__ constexpr int softmax_group(int nf) { return nf % 4 == 0 ? 4 : nf % 2 == 0 ? 2 : 1; }
+
+template <int NF, bool LAZY = false, bool DEAD_ZERO = false>
 __device__ __forceinline__ float softmax_update(row_softmax &st, float (*s)[4], int half, float mul = 1.0f, int live = NF) {
-    // (in groups of four fragments: a uniform branch around each group that ptxas keeps as a branch; a test per
-    // fragment became predicates on every instruction, which issue all the same)
-    constexpr int G = NF % 4 == 0 ? 4 : NF % 2 == 0 ? 2 : 1;
+    constexpr int G = softmax_group(NF);
     float mx = -INFINITY;
 #pragma unroll
     for (int q = 0; q < NF; q += G)
@@ -54,7 +58,7 @@ __device__ __forceinline__ float softmax_update(row_softmax &st, float (*s)[4], 
                 s[f][2 * half + 1] = fast_exp2(fmaf(s[f][2 * half + 1], mul, -base));
                 sum += s[f][2 * half] + s[f][2 * half + 1];
             }
-        } else {
+        } else if (!DEAD_ZERO) {
 #pragma unroll
             for (int f = q; f < q + G; f++) s[f][2 * half] = s[f][2 * half + 1] = 0.0f;
         }
