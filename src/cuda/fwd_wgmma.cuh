@@ -925,27 +925,27 @@ __device__ __forceinline__ void wg_release_stored(uint64_t *empty) {
 
 template <class C>
 __device__ __forceinline__ void wg_store_tma(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, wg_regs<C> &w,
-                                             const wg_smem &sm, char *q, uint64_t *q_empty, int last, int uses, int g,
+                                             const wg_smem &sm, char *q, uint64_t *q_empty, int last, int uses,
                                              uint64_t *&stored) {
     typedef typename C::T T;
     int lane = threadIdx.x % 32;
     constexpr int rows = C::O_STAGE ? 64 : C::BM; // of a box in shared memory
     int wg = wg_index();
-    char *o = C::O_STAGE ? sm.stages + last * C::STAGE_BYTES + wg * C::K_BYTES : q + 64 * g * 128;
+    char *o = C::O_STAGE ? sm.stages + last * C::STAGE_BYTES + wg * C::K_BYTES : q + 64 * wg * 128;
     if (!wg_finish_early<C>()) wg_finish_rows<C>(p, t, tm, w);
     if (C::O_STAGE) named_bar_sync(wg ? WG_BAR_V_FREE + (uses & 1) : WG_BAR_K_FREE, 256);
 #pragma unroll
     for (int k = 0; k < 2; k++) {
-        int m = slot_row<C>(k) - 64 * g;
+        int m = slot_row<C>(k) - 64 * wg;
 #pragma unroll
         for (int f = 0; f < C::DV / 8; f++)
             *(uint32_t *)(o + sw128_offset(m, f, rows) + 4 * (lane % 4)) =
                 pack2<T>(w.o[0][f][2 * k] * w.inv[k], w.o[0][f][2 * k + 1] * w.inv[k]);
     }
     fence_proxy_async();
-    named_bar_sync(2 + g, 128);
+    named_bar_sync(2 + wg, 128);
     if (threadIdx.x % 128 == 0) {
-        int row = (int)t.s.q_row0 + (int)div_of(t.m0 + 64 * g, tm.group), outer = tm.o_kind == WG_TMA_DENSE ? t.b : 0;
+        int row = (int)t.s.q_row0 + (int)div_of(t.m0 + 64 * wg, tm.group), outer = tm.o_kind == WG_TMA_DENSE ? t.b : 0;
         for (int f = 0; f < C::DVS / 64; f++) // a box past d_v (d 96: features 96-127) is clipped by the map
             tma_store_4d(&tm.o, o + f * rows * 128, 64 * f, t.hk * t.group, row, outer);
         tma_store_commit();
@@ -1020,8 +1020,7 @@ __device__ __forceinline__ void wg_tile_epilogue(const fc_problem &p, const fwd_
                                                  wg_regs<C> &w, uint64_t *&stored) {
     if (!C::FP8 && t.n_hi > t.n_lo && wg_o_by_tma(tm)) {
         int last = (pos + t.n_hi - t.n_lo - 1) % C::STAGES;
-        wg_store_tma<C>(p, t, tm, w, sm, sm.q + k % C::QBUF * C::Q_BYTES, &sm.q_empty[k % C::QBUF], last, uses,
-                        threadIdx.x / 128, stored);
+        wg_store_tma<C>(p, t, tm, w, sm, sm.q + k % C::QBUF * C::Q_BYTES, &sm.q_empty[k % C::QBUF], last, uses, stored);
     } else
         store_rows<C>(p, t, ws, w.o, w.st, ts.out_scale);
 }
