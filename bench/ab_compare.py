@@ -1,10 +1,13 @@
 # ab_compare.py — the rows of bench/ab.sh's per-tree logs ($OUT/ab-NAME.log) side by side: per shape the fastest
 # round of each tree and its change against the first tree named, then the geometric mean of the changes.
-# usage: python3 bench/ab_compare.py DIR BASE OTHER [OTHER ...]     (DIR holds ab-BASE.log, ab-OTHER.log, ...)
+# usage: python3 bench/ab_compare.py [--median] DIR BASE OTHER [OTHER ...]   (DIR holds ab-BASE.log, ab-OTHER.log, ...)
+# --median: each tree's median round instead of its fastest, and how many rounds OTHER was faster than BASE in the
+# same round (k/n: the rounds run in rotated order, bench/ab.sh).
 # A positive change is a faster OTHER (BASE time / OTHER time - 1). Rows are compare.py's: "name  ms ...".
 import collections
 import math
 import re
+import statistics
 import sys
 
 
@@ -20,10 +23,14 @@ def fastest_rounds(path):
 
 
 def main():
-    if len(sys.argv) < 4:
-        print("usage: python3 bench/ab_compare.py DIR BASE OTHER [OTHER ...]")
+    args = sys.argv[1:]
+    median = "--median" in args
+    args = [a for a in args if a != "--median"]
+    if len(args) < 3:
+        print("usage: python3 bench/ab_compare.py [--median] DIR BASE OTHER [OTHER ...]")
         return 1
-    folder, trees = sys.argv[1], sys.argv[2:]
+    folder, trees = args[0], args[1:]
+    pick = statistics.median if median else min
     logs = {t: fastest_rounds("%s/ab-%s.log" % (folder, t)) for t in trees}
     base = trees[0]
     changes = {t: [] for t in trees[1:]}
@@ -31,12 +38,15 @@ def main():
     for name, base_times in logs[base].items():
         if not all(logs[t].get(name) for t in trees[1:]):
             continue
-        b = min(base_times)
+        b = pick(base_times)
         row = "%-32s %10.4f" % (name, b)
         for t in trees[1:]:
-            o = min(logs[t][name])
+            o = pick(logs[t][name])
             changes[t].append(b / o)
             row += "  %9.4f (%+6.1f%%)" % (o, 100 * (b / o - 1))
+            if median:
+                pairs = list(zip(base_times, logs[t][name]))
+                row += " %d/%d" % (sum(y < x for x, y in pairs), len(pairs))
         print(row)
     for t, c in changes.items():
         if c:
