@@ -12,24 +12,18 @@ Needs cuobjdump (CUDA_HOME/bin, /usr/local/cuda/bin or PATH; no GPU). Two builds
 """
 import os
 import re
-import shutil
 import subprocess
 import sys
 
-
-def find_cuobjdump():
-    for d in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
-        if d and os.access(os.path.join(d, "bin", "cuobjdump"), os.X_OK):
-            return os.path.join(d, "bin", "cuobjdump")
-    return shutil.which("cuobjdump")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from sass_overlap import find_cuobjdump, functions  # noqa: E402
 
 
 def kernels(sass):
     """(mangled name, [(address, instruction)]) of every function in cuobjdump -sass output."""
-    for part in re.split(r"\n\s+Function : ", sass)[1:]:
-        name = part.split("\n", 1)[0].strip()
-        ins = [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+(.*?);", part)]
-        yield name, ins
+    for name, body in functions(sass):
+        yield name, [(int(m.group(1), 16), m.group(2)) for line in body
+                     for m in [re.search(r"/\*([0-9a-f]{4,})\*/\s+(.*?);", line)] if m]
 
 
 def loops(ins):
