@@ -31,8 +31,9 @@ def loops(ins):
     index = {a: i for i, (a, _) in enumerate(ins)}
     for i, (a, text) in enumerate(ins):
         m = re.search(r"\bBRA\b.*?(0x[0-9a-f]+)", text)
-        if m and int(m.group(1), 16) < a and int(m.group(1), 16) in index:
-            yield index[int(m.group(1), 16)], i
+        target = int(m.group(1), 16) if m else a
+        if target < a and target in index:
+            yield index[target], i
 
 
 def count(ins, lo, hi, pattern):
