@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
     CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     int sms; CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     printf("gather ceiling: b %d x s_k %d, h_k %d, d %d: %.0f MB of K+V\n", b, s_k, HK, D, 2.0 * bytes / 1e6);
-    for (int ps : {1, 16, 256}) {
+    for (int ps : {1, 16, 256, s_k}) { // s_k: one page a sequence, the dense (b, s_k, h_k, d) layout
         int pps = s_k / ps;
         std::vector<int> h(b * pps);
         for (int i = 0; i < b * pps; i++) h[i] = i;
