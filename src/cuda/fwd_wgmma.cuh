@@ -272,7 +272,7 @@ __device__ __forceinline__ bool wg_tile_at(const fc_problem &p, const wg_tma &tm
     }
     t.group = (int)tm.group.d;
     t.bad = 0;
-    t.s = seqlen_checked(p, t.b, &t.bad);
+    t.s = tm.solo ? seqlen_dense(p, t.b) : seqlen_checked(p, t.b, &t.bad);
     t.packed_rows = t.s.s_q * t.group;
     if (t.m0 >= t.packed_rows) return false;
     t.r_lo = (int)div_of(t.m0, tm.group);
