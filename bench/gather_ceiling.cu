@@ -1,9 +1,10 @@
 // gather_ceiling.cu — read ceiling of a paged KV cache gathered as decode does (no attention math).
 //
 // K and V pools: (pages, page_size, h_k, d) bf16, the page table a random permutation (as compare.py).
-// Two access patterns over batch b x s_k tokens, each byte of K and V read once:
+// Access patterns over batch b x s_k tokens, each byte of K and V read once:
 //   per-head:  a warp walks one (sequence, KV head) range: 256-byte rows, one per token (flashc's decode);
-//   all-heads: a warp walks a token range reading every head's row: 2 KB contiguous per token.
+//   all-heads: a warp walks a token range reading every head's row: 2 KB contiguous per token;
+//   per-head with the L2::256B prefetch-size hint on its loads.
 // build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o gather_ceiling bench/gather_ceiling.cu
 // usage: gather_ceiling [b s_k]      prints GB/s per (pattern, page size), median of 20 runs.
 #include <cuda_runtime.h>
@@ -16,13 +17,18 @@
 
 constexpr int HK = 8, D = 128, ROW = D * 2; // bytes per head row
 
-__device__ __forceinline__ int4 ld_cg(const int4 *p) {
+// 16 bytes past L1; HINT: with the L2::256B prefetch-size hint (L2 fetches the 256 bytes around p from DRAM at once).
+template <bool HINT = false> __device__ __forceinline__ int4 ld_cg(const int4 *p) {
     int4 r;
-    asm volatile("ld.global.cg.v4.s32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    if (HINT)
+        asm volatile("ld.global.cg.L2::256B.v4.s32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    else
+        asm volatile("ld.global.cg.v4.s32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
     return r;
 }
 
 // grid (HK * splits, b), 32 threads: tokens [split * per, +per) of sequence y, head x % HK.
+template <bool HINT>
 __global__ void per_head(const char *k, const char *v, const int *table, int pps, int ps, int s_k, int splits, int *sink) {
     int hk = blockIdx.x % HK, split = blockIdx.x / HK, b = blockIdx.y, lane = threadIdx.x;
     int per = (s_k + splits - 1) / splits, t0 = split * per, t1 = min(s_k, t0 + per);
@@ -34,8 +40,8 @@ __global__ void per_head(const char *k, const char *v, const int *table, int pps
             int tt = min(t + 2 * u, t1 - 1);
             long long page = table[b * pps + tt / ps];
             long long off = ((page * ps + tt % ps) * HK + hk) * ROW + (lane % 16) * 16;
-            x[2 * u] = ld_cg((const int4 *)(k + off));
-            x[2 * u + 1] = ld_cg((const int4 *)(v + off));
+            x[2 * u] = ld_cg<HINT>((const int4 *)(k + off));
+            x[2 * u + 1] = ld_cg<HINT>((const int4 *)(v + off));
         }
 #pragma unroll
         for (int u = 0; u < 8; u++) acc ^= x[u].x ^ x[u].w;
@@ -83,13 +89,14 @@ int main(int argc, char **argv) {
         srand(1);
         for (int i = b * pps - 1; i > 0; i--) std::swap(h[i], h[rand() % (i + 1)]);
         CK(cudaMemcpy(table, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
-        for (int pat = 0; pat < 2; pat++) {
-            int splits = pat == 0 ? std::max(1, sms * 16 / (b * HK)) : std::max(1, sms * 8 / b);
+        for (int pat = 0; pat < 3; pat++) { // per head, all heads, per head with the L2::256B hint
+            int splits = pat != 1 ? std::max(1, sms * 16 / (b * HK)) : std::max(1, sms * 8 / b);
             std::vector<float> ms;
             for (int rep = 0; rep < 23; rep++) {
                 CK(cudaEventRecord(e0));
-                if (pat == 0) per_head<<<dim3(HK * splits, b), 32>>>(k, v, table, pps, ps, s_k, splits, sink);
-                else all_heads<<<dim3(splits, b), 512>>>(k, v, table, pps, ps, s_k, splits, sink);
+                if (pat == 0) per_head<false><<<dim3(HK * splits, b), 32>>>(k, v, table, pps, ps, s_k, splits, sink);
+                else if (pat == 1) all_heads<<<dim3(splits, b), 512>>>(k, v, table, pps, ps, s_k, splits, sink);
+                else per_head<true><<<dim3(HK * splits, b), 32>>>(k, v, table, pps, ps, s_k, splits, sink);
                 CK(cudaEventRecord(e1));
                 CK(cudaEventSynchronize(e1));
                 float t; CK(cudaEventElapsedTime(&t, e0, e1));
@@ -97,7 +104,8 @@ int main(int argc, char **argv) {
             }
             std::sort(ms.begin(), ms.end());
             float med = ms[ms.size() / 2];
-            printf("  %-9s page %3d: %7.1f us  %6.0f GB/s\n", pat == 0 ? "per-head" : "all-heads", ps, med * 1e3, 2.0 * bytes / (med * 1e-3) / 1e9);
+            const char *name[] = {"per-head", "all-heads", "per-head, L2::256B"};
+            printf("  %-18s page %5d: %7.1f us  %6.0f GB/s\n", name[pat], ps, med * 1e3, 2.0 * bytes / (med * 1e-3) / 1e9);
         }
     }
     return 0;
