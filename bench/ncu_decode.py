@@ -8,25 +8,18 @@ import os
 import sys
 
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import flashc  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare as C  # noqa: E402  (its inputs and its SDPA call, as compare.py's decode set builds them)
 
 b, s_k = int(sys.argv[1]), int(sys.argv[2])
 ps = int(sys.argv[3]) if len(sys.argv) > 3 else 16
 splits = int(sys.argv[4]) if len(sys.argv) > 4 else 0
-h_q, h_k, d = 32, 8, 128
-pps = (s_k + ps - 1) // ps
-q = torch.randn(b, 1, h_q, d, device="cuda", dtype=torch.bfloat16)
-kc, vc = (torch.randn(b * pps, ps, h_k, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-table = torch.randperm(b * pps, device="cuda").to(torch.int32).view(b, pps)
-seqlens = torch.full((b,), s_k, device="cuda", dtype=torch.int32)
-kd, vd = (x[table.long()].reshape(b, pps * ps, h_k, d)[:, :s_k].contiguous() for x in (kc, vc))
+x = C.make_decode_inputs(dict(b=b, s_k=s_k, h_q=32, h_k=8, d=128, page=ps), 1, torch.Generator(device="cuda"))[0]
 for _ in range(3):
-    flashc.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, block_table=table, num_splits=splits)
-qt, kt, vt = (x.transpose(1, 2) for x in (q, kd, vd))
-with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-    for _ in range(3):
-        torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True)
+    C.flashc.flash_attn_with_kvcache(x["q"], x["kc"], x["vc"], cache_seqlens=x["seqlens"], block_table=x["table"],
+                                     num_splits=splits)
+cudnn = C.sdpa_call(C.SDPBackend.CUDNN_ATTENTION, x["q"], x["kd"], x["vd"], False, "gqa")
+for _ in range(3):
+    cudnn()
 torch.cuda.synchronize()

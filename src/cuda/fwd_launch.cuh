@@ -128,7 +128,8 @@ static wg_tma wg_tma_of(const fc_problem *p, int splits) {
         encode_map(&tm.o, p, &p->out, sizeof(typename C::T), p->d_v, p->h_q, p->s_q, p->batch, p->out.sb, group, 64 / group))
         tm.o_kind = WG_TMA_DENSE;
     // One producer warp (wg_produce) where every copy is a TMA one and no length needs checking: dense K/V of p's
-    // s_k keys for every sequence (each key block whole, or the last cut at the map's end) and Q by TMA.
+    // s_k keys for every sequence (each key block whole, or the last cut at the map's end) and Q by TMA; the walk then
+    // takes each sequence's lengths from p (seqlen_dense).
     tm.solo = !C::FP8 && tm.kind == WG_TMA_DENSE && tm.q_kind == WG_TMA_DENSE && !p->cu_seqlens_q && !p->seqused_q &&
               !p->cu_seqlens_k && !p->seqused_k && !p->kv_batch_idx && !p->kv_leftpad && !p->k_new.data;
     return tm;

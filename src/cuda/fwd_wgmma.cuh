@@ -173,7 +173,8 @@ struct wg_tma {
     int kind, box_rows;
     int q_kind; // Q by TMA (WG_TMA_DENSE or _VARLEN: boxes of 64 features x group heads x BM / group rows), else off
     int o_kind; // O by TMA store (boxes of 64 features x group heads x 64 / group rows: one warpgroup's), else off
-    int solo;   // every Q tile and key block by TMA, no length to check: the producer's warp 0 alone runs (wg_produce)
+    int solo;   // every Q tile and key block by TMA, no length to check: the producer's warp 0 alone runs (wg_produce),
+                // and every tile takes its sequence's lengths from p (wg_tile_at: seqlen_dense)
     // The walk's divisors (wg_tile_at): a head's query tiles ms, ms x splits, splits, h_k, the GQA group, and
     // the masked persistent walk's heads a round (W)
     fastdiv ms, units_per_head, splits, h_k, group, w;
