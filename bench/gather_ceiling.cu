@@ -8,6 +8,8 @@
 //   per-head x2: per-head with twice the loads in flight (8 tokens a lane group: 256 B a lane);
 //   head pairs: a warp reads two neighbouring heads' rows of a token in one access (512 contiguous bytes at 256-byte
 //   rows: a decode CTA of two KV heads);
+//   per-head x4 warps: per-head with CTAs of four warps (consecutive splits of one head) and four times the splits:
+//   64 warps an SM, the all-heads copy's count;
 //   heads-in-CTA: per-head warps, but a CTA's HK warps take the HK heads of one token range (warp w, head w), so the
 //   rows a CTA reads at once are each token's HK heads side by side (a decode CTA of one warp per KV head).
 // build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o gather_ceiling bench/gather_ceiling.cu
@@ -39,7 +41,8 @@ template <bool HINT = false> __device__ __forceinline__ int4 ld_cg(const int4 *p
 // (HK / HP * splits, b).
 template <bool HINT, int U = 4, int HP = 1>
 __global__ void per_head(const char *k, const char *v, const int *table, int pps, int ps, int s_k, int splits, int *sink) {
-    int hk = blockIdx.x % (HK / HP) * HP, split = blockIdx.x / (HK / HP), b = blockIdx.y, lane = threadIdx.x;
+    int hk = blockIdx.x % (HK / HP) * HP, b = blockIdx.y, lane = threadIdx.x % 32;
+    int split = blockIdx.x / (HK / HP) * (blockDim.x / 32) + threadIdx.x / 32; // a CTA's warps: consecutive splits
     int per = (s_k + splits - 1) / splits, t0 = split * per, t1 = min(s_k, t0 + per);
     int acc = 0, lpr = HP * ROW / 16, rows = 32 / lpr; // lanes a row, rows a warp access
     for (int t = t0 + lane / lpr; t < t1; t += U * rows) { // U tokens (K and V) per row's lanes in flight
@@ -121,9 +124,10 @@ int main(int argc, char **argv) {
         srand(1);
         for (int i = b * pps - 1; i > 0; i--) std::swap(h[i], h[rand() % (i + 1)]);
         CK(cudaMemcpy(table, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
-        for (int pat = 0; pat < 6; pat++) { // per head, all heads, L2::256B hint, heads in a CTA, per head x2, head pairs
+        for (int pat = 0; pat < 7; pat++) { // per head, all heads, L2::256B hint, heads in a CTA, per head x2, head pairs, x4 warps
             int splits = pat == 0 || pat == 2 || pat == 4 ? std::max(1, sms * 16 / (b * HK)) : pat == 1 ? std::max(1, sms * 8 / b)
-                       : pat == 5 ? std::max(1, sms * 32 / (b * HK)) : std::max(1, sms * 2 / b);
+                       : pat == 5 ? std::max(1, sms * 32 / (b * HK)) : pat == 6 ? 4 * std::max(1, sms * 16 / (b * HK))
+                                                                     : std::max(1, sms * 2 / b);
             std::vector<float> ms;
             for (int rep = 0; rep < 23; rep++) {
                 CK(cudaEventRecord(e0));
@@ -131,6 +135,7 @@ int main(int argc, char **argv) {
                 else if (pat == 1) all_heads<<<dim3(splits, b), 512>>>(k, v, table, pps, ps, s_k, splits, sink);
                 else if (pat == 2) per_head<true><<<dim3(HK * splits, b), 32>>>(k, v, table, pps, ps, s_k, splits, sink);
                 else if (pat == 4) per_head<false, 8><<<dim3(HK * splits, b), 32>>>(k, v, table, pps, ps, s_k, splits, sink);
+                else if (pat == 6) per_head<false><<<dim3(HK * splits / 4, b), 128>>>(k, v, table, pps, ps, s_k, splits, sink);
                 else if (pat == 5) per_head<false, 4, 2><<<dim3(HK / 2 * splits, b), 32>>>(k, v, table, pps, ps, s_k, splits, sink);
                 else heads_in_cta<<<dim3(splits, b), 32 * HK>>>(k, v, table, pps, ps, s_k, splits, sink);
                 CK(cudaEventRecord(e1));
@@ -140,7 +145,7 @@ int main(int argc, char **argv) {
             }
             std::sort(ms.begin(), ms.end());
             float med = ms[ms.size() / 2];
-            const char *name[] = {"per-head", "all-heads", "per-head, L2::256B", "heads-in-CTA", "per-head x2", "head pairs"};
+            const char *name[] = {"per-head", "all-heads", "per-head, L2::256B", "heads-in-CTA", "per-head x2", "head pairs", "per-head x4 warps"};
             printf("  %-18s page %5d: %7.1f us  %6.0f GB/s\n", name[pat], ps, med * 1e3, 2.0 * bytes / (med * 1e-3) / 1e9);
         }
     }
