@@ -303,8 +303,8 @@ static void not_on_cuda(group *g, const cfg *c, const char *arg) {
 /* FP8 caches (e4m3, e5m2) under bf16 / fp16 queries on the decode kernel: dense, paged (pages 1, 16, 256),
  * varlen and indexed caches; descales per (b, h_k), broadcast or none; append (quantised) with and without
  * rotary; splits; GQA and MQA; masks, softcap, ALiBi, sinks, lse; d 64, 128, 256, padded pairs (80, 128 / 64)
- * and 2-16 packed query rows. Then prefill shapes, which CUDA does not run on fp8 caches yet: FC_ERR_UNSUPPORTED
- * naming k, nothing written. */
+ * and 2-16 packed query rows; a decode shape of many tiles (two key warps a CTA). Then prefill shapes, which CUDA
+ * does not run on fp8 caches yet: FC_ERR_UNSUPPORTED naming k, nothing written. */
 static void sweep_fp8(group *g) {
     static const int dims[6][2] = {{128, 128}, {64, 64}, {256, 256}, {128, 64}, {80, 80}, {128, 128}};
     int i = 0;
@@ -332,6 +332,18 @@ static void sweep_fp8(group *g) {
             c.nsplits = 3, c.splits[0] = 1, c.splits[1] = 3, c.splits[2] = 0;
             run_case(g, &c);
         }
+    /* Many decode tiles (b x h_k = 640: at least twice the four-key-warp CTAs an H100 holds at once), where the fp8
+     * cache takes two key warps a CTA (fwd_launch.cuh, decode_cfg's MANY): paged and dense, both fp8 kinds. */
+    for (int f = 1; f <= 2; f++) {
+        cfg c = cfg_base();
+        c.dt = DTYPES[f % 2];
+        c.fp8 = f, c.descale = f;
+        c.b = 8, c.h_k = 80, c.h_q = 320, c.d = c.d_v = 128;
+        c.s_q = 1, c.s_k = 250 + 71 * f;
+        if (f == 1) c.kv = KV_PAGED, c.page_size = 16;
+        c.seqused = 1, c.lse = 1;
+        run_case(g, &c);
+    }
     for (int f = 1; f <= 2 && !g_fake; f++) { /* not on CUDA yet (the CPU standing in runs them) */
         cfg c = cfg_base();
         c.dt = DTYPES[f % 2];

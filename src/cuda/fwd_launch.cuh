@@ -21,10 +21,12 @@
 // two CTAs of four warps share an SM, two warps per scheduler; with one per scheduler the kernel was
 // issue-bound at ~57% of the read ceiling (PERF.md steps 54, 56). KW 1: 2 stages too, its conversion buffer in
 // Q's place: 8 CTAs per SM, so 1024 tiles run in one wave (6 per SM with 3 stages: 1.3 waves; step 57; b128 now
-// takes key warps, launch_decode's threshold being 132 x 8: the two tie at 8k keys).
-template <typename T, int D, int DV, bool KEY_WARPS, typename KV = T> struct decode_cfg {
+// takes key warps, launch_decode's threshold being 132 x 8: the two tie at 8k keys). MANY: fp8 key warps where the
+// tiles fill the four-warp CTAs' slots twice or more (b128): KW 2, four CTAs an SM, half the waves (b128 x 1k 137 ->
+// 125 us; where the tiles are fewer, b32 x 1k and b1 lost 3-12%: PERF.md step 123).
+template <typename T, int D, int DV, bool KEY_WARPS, typename KV = T, bool MANY = false> struct decode_cfg {
     static constexpr bool FP8 = sizeof(KV) == 1;
-    static constexpr int KW = !KEY_WARPS ? 1 : FP8 ? 4 : 2, STAGES = FP8 ? 2 : 3;
+    static constexpr int KW = !KEY_WARPS ? 1 : FP8 && !MANY ? 4 : 2, STAGES = FP8 ? 2 : 3;
     typedef fwd_cfg<T, D, DV, 1, 32, STAGES, 1, KW, KV> type;
 };
 static_assert(2 * (decode_cfg<__nv_bfloat16, 128, 128, true, unsigned char>::type::SMEM_BYTES + 1024) <= 227 * 1024,
@@ -349,9 +351,13 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
 template <typename T, int D, int DV, typename KV = T>
 static fc_status launch_decode(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     typedef typename decode_cfg<T, D, DV, false, KV>::type one;
-    if (tiles_of_problem(p, one::BM) < (int64_t)sm_count() * ctas_per_sm(one::SMEM_BYTES, one::THREADS))
-        return launch<typename decode_cfg<T, D, DV, true, KV>::type>(p, ws, stream, info); // key warps
-    return launch<one>(p, ws, stream, info);
+    typedef typename decode_cfg<T, D, DV, true, KV>::type key_warps;
+    int64_t tiles = tiles_of_problem(p, one::BM), sms = sm_count();
+    if (tiles >= sms * ctas_per_sm(one::SMEM_BYTES, one::THREADS)) return launch<one>(p, ws, stream, info);
+    if constexpr (!std::is_same<T, KV>::value) // fp8 cache: two key warps where four's CTAs would run two waves or more
+        if (tiles >= 2 * sms * ctas_per_sm(key_warps::SMEM_BYTES, key_warps::THREADS))
+            return launch<typename decode_cfg<T, D, DV, true, KV, true>::type>(p, ws, stream, info);
+    return launch<key_warps>(p, ws, stream, info);
 }
 
 // The second prefill config of a head dim (wg_shape V = 1) where its first loses. d 256, 64-key blocks: a
