@@ -935,13 +935,17 @@ __device__ __forceinline__ void wg_store_tma(const fc_problem &p, const fwd_tile
     char *o = C::O_STAGE ? sm.stages + last * C::STAGE_BYTES + wg * C::K_BYTES : q + 64 * wg * 128;
     if (!wg_finish_early<C>()) wg_finish_rows<C>(p, t, tm, w);
     if (C::O_STAGE) named_bar_sync(wg ? WG_BAR_V_FREE + (uses & 1) : WG_BAR_K_FREE, 256);
+    // stmatrix x4: matrices (chunk f, rows 0-7 / 8-15 of the warp's 16), (f + 1, the same): lane l addresses row l % 8 of
+    // matrix l / 8, and its registers hold the accumulator fragment's own row and column pairs (tile/copy.cuh stsm_x4)
+    uint32_t o_base = smem_u32(o);
+    int row = (threadIdx.x / 32) % 4 * 16 + 8 * (lane / 8 % 2) + lane % 8;
 #pragma unroll
-    for (int k = 0; k < 2; k++) {
-        int m = slot_row<C>(k) - 64 * wg;
-#pragma unroll
-        for (int f = 0; f < C::DV / 8; f++)
-            *(uint32_t *)(o + sw128_offset(m, f, rows) + 4 * (lane % 4)) =
-                pack2<T>(w.o[0][f][2 * k] * w.inv[k], w.o[0][f][2 * k + 1] * w.inv[k]);
+    for (int f = 0; f < C::DV / 8; f += 2) {
+        uint32_t r[4] = {pack2<T>(w.o[0][f][0] * w.inv[0], w.o[0][f][1] * w.inv[0]),
+                         pack2<T>(w.o[0][f][2] * w.inv[1], w.o[0][f][3] * w.inv[1]),
+                         pack2<T>(w.o[0][f + 1][0] * w.inv[0], w.o[0][f + 1][1] * w.inv[0]),
+                         pack2<T>(w.o[0][f + 1][2] * w.inv[1], w.o[0][f + 1][3] * w.inv[1])};
+        stsm_x4(o_base + sw128_offset(row, f + lane / 16, rows), r);
     }
     fence_proxy_async();
     named_bar_sync(2 + wg, 128);
