@@ -2,13 +2,15 @@
 
 usage: python3 bench/compare.py [--set decode|prefill|all|table] [--json PATH] [--png PATH] [--eager]
                                 [--samples N] [--warmup N] [--only SUBSTRING] [--fresh] [--flashc-only] [--kv-fp8] [--fp8]
+                                [--kv-dense]
 
 Shapes are the performance targets of docs/PERF.md: paged decode (page 16; batch 1, 8, 32, 128 x context
 1k, 8k, 32k; page 1 and 256 at batch 8 x 32k; 32 query heads over 8 KV heads, d 128, bf16) and prefill
 (d 128, h 16, 16k tokens at seqlen 2k .. 16k, causal and not). flashc runs paged decode through
 flash_attn_with_kvcache; torch has no paged attention, so its SDPA gets the same logical K/V as one
 contiguous (b, h_k, s_k, d) tensor per input with enable_gqa=True (expanded to h_q heads where a
-backend refuses GQA; the table says which) — its best case.
+backend refuses GQA; the table says which) — its best case. --kv-dense: flashc reads that same dense K/V
+(no page table), so both read the same bytes in the same layout (issue 12's restated eager target).
 
 Method: CUDA events around one pass over enough input sets that K/V exceed 4x the L2, divided by the
 sets, with the GPU kept busy (a short sleep kernel) while the pass is launched, so host launch latency
@@ -221,20 +223,25 @@ def run_decode(name, p, args, l2, gen):
     kv_bytes = 2 * b * s_k * h_k * d * 2
     n = num_sets(kv_bytes, l2)
     sets = make_decode_inputs(p, n, gen)
+    layout = "paged (page %d)" % p["page"]
+    for s in sets:  # what flashc reads: the paged cache, or (--kv-dense) the dense K/V torch reads, no page table
+        s["kf"], s["vf"], s["tf"] = (s["kd"], s["vd"], None) if args.kv_dense else (s["kc"], s["vc"], s["table"])
+    if args.kv_dense:
+        layout = "dense (the K/V torch reads)"
     row = dict(name=name, kind="decode", params=p, sets=n, kv_bytes=kv_bytes,
-               note="flashc paged (page %d); torch dense contiguous K/V" % p["page"])
+               note="flashc %s; torch dense contiguous K/V" % layout)
     fp8 = {}
     if args.kv_fp8:  # flashc reads the cache in e4m3 (half the bytes; descales of one value, as vLLM passes them)
         for s in sets:
-            s["kc"], s["vc"] = s["kc"].to(torch.float8_e4m3fn), s["vc"].to(torch.float8_e4m3fn)
+            s["kf"], s["vf"] = s["kf"].to(torch.float8_e4m3fn), s["vf"].to(torch.float8_e4m3fn)
         one = torch.ones(1, device="cuda", dtype=torch.float32)
         fp8 = dict(k_descale=one, v_descale=one)
         row["flashc_kv_bytes"] = kv_bytes // 2
-        row["note"] = "flashc paged e4m3 cache (page %d); torch dense contiguous bf16 K/V" % p["page"]
+        row["note"] = "flashc %s, e4m3; torch dense contiguous bf16 K/V" % layout
 
     def flashc_calls(_mode):
-        return [lambda s=s: flashc.flash_attn_with_kvcache(s["q"], s["kc"], s["vc"], cache_seqlens=s["seqlens"],
-                                                           block_table=s["table"], **fp8) for s in sets]
+        return [lambda s=s: flashc.flash_attn_with_kvcache(s["q"], s["kf"], s["vf"], cache_seqlens=s["seqlens"],
+                                                           block_table=s["tf"], **fp8) for s in sets]
 
     def torch_calls(backend):
         return lambda mode: [sdpa_call(backend, s["q"], s["kd"], s["vd"], False, mode) for s in sets]
@@ -402,6 +409,8 @@ def run_child(name, args):
             cmd.append("--flashc-only")
         if args.kv_fp8:
             cmd.append("--kv-fp8")
+        if args.kv_dense:
+            cmd.append("--kv-dense")
         if args.fp8:
             cmd.append("--fp8")
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -422,6 +431,8 @@ def main():
     ap.add_argument("--no-ceiling", action="store_true", help=argparse.SUPPRESS)  # children of --fresh
     ap.add_argument("--flashc-only", action="store_true",
                     help="time flashc alone (A/B of flashc builds; the torch columns are n/a)")
+    ap.add_argument("--kv-dense", action="store_true",
+                    help="decode: flashc reads the dense K/V that torch reads (no page table) instead of the paged cache")
     ap.add_argument("--kv-fp8", action="store_true",
                     help="decode: flashc reads an e4m3 cache (its GB/s count its own bytes; torch stays bf16)")
     ap.add_argument("--fp8", action="store_true",
