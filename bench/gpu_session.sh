@@ -2,7 +2,7 @@
 # usage (on the GPU machine, repo root): sh bench/gpu_session.sh [STEP...]
 #   steps: build attn compare bench sanitize demo suite hostile ab overhead eager python fp8 (default: the first
 #   five, in that order); overhead: bench/overhead.py on CUDA; eager: compare.py --set decode --eager (the
-#   Python fast path against torch eager); python: tests/test_python.py with its torch CUDA checks; fp8:
+#   Python fast path against torch eager); eagerdense: the same with flashc on torch's dense K/V (--kv-dense); python: tests/test_python.py with its torch CUDA checks; fp8:
 #   compare.py --set decode --kv-fp8 --fresh (flashc on an e4m3 paged cache against torch on bf16); each
 #   has a time limit (seconds: T_ATTN 200, T_COMPARE 300, T_BENCH 150, T_SANITIZE 150, T_SUITE 400, T_AB 400)
 #   so later steps still run. suite: make test-gpu; hostile: gpu_hostile; ab: flashc alone, this tree against
@@ -44,6 +44,8 @@ for s in $steps; do
     ab) step ab "${T_AB:-400}" sh bench/ab.sh ;;
     overhead) step overhead 200 python3 bench/overhead.py --device cuda --n 2000 --repeats 9 ;;
     eager) step eager 300 env PYTHONUNBUFFERED=1 python3 bench/compare.py --set decode --eager --json "$out/eager.json" ;;
+    eagerdense) step eagerdense 300 env PYTHONUNBUFFERED=1 python3 bench/compare.py --set decode --eager --kv-dense \
+        --json "$out/eagerdense.json" ;;
     fp8) step fp8 300 env PYTHONUNBUFFERED=1 python3 bench/compare.py --set decode --kv-fp8 --fresh --json "$out/fp8.json" ;;
     python) step python 300 env FLASHC_LIB="$PWD/build/libflashc.so" FLASHC_TEST_PIP=0 python3 tests/test_python.py ;;
     *) echo "gpu_session: unknown step $s" ;;
