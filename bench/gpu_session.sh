@@ -1,6 +1,6 @@
 # gpu_session.sh — one device session in one command: build, GPU sweep, torch comparison, bench, sanitizer.
 # usage (on the GPU machine, repo root): sh bench/gpu_session.sh [STEP...]
-#   steps: build attn compare bench sanitize demo suite hostile ab overhead eager python fp8 (default: the first
+#   steps: build attn compare bench sanitize demo suite hostile ab overhead eager eagerdense python fp8 (default: the first
 #   five, in that order); overhead: bench/overhead.py on CUDA; eager: compare.py --set decode --eager (the
 #   Python fast path against torch eager); eagerdense: the same with flashc on torch's dense K/V (--kv-dense); python: tests/test_python.py with its torch CUDA checks; fp8:
 #   compare.py --set decode --kv-fp8 --fresh (flashc on an e4m3 paged cache against torch on bf16); each
