@@ -223,11 +223,9 @@ def run_decode(name, p, args, l2, gen):
     kv_bytes = 2 * b * s_k * h_k * d * 2
     n = num_sets(kv_bytes, l2)
     sets = make_decode_inputs(p, n, gen)
-    layout = "paged (page %d)" % p["page"]
+    layout = "dense (the K/V torch reads)" if args.kv_dense else "paged (page %d)" % p["page"]
     for s in sets:  # what flashc reads: the paged cache, or (--kv-dense) the dense K/V torch reads, no page table
         s["kf"], s["vf"], s["tf"] = (s["kd"], s["vd"], None) if args.kv_dense else (s["kc"], s["vc"], s["table"])
-    if args.kv_dense:
-        layout = "dense (the K/V torch reads)"
     row = dict(name=name, kind="decode", params=p, sets=n, kv_bytes=kv_bytes,
                note="flashc %s; torch dense contiguous K/V" % layout)
     fp8 = {}

@@ -912,8 +912,9 @@ __device__ __forceinline__ void wg_blocks(const fc_problem &p, const score_const
 }
 
 // The epilogue by TMA store (tm.o_kind: dense, one split; rows past s_q are outside the map): its O,
-// normalised and rounded to T, written by stmatrix (+0.6% over the table, 512 keys +0.2..+3%: PERF.md step 124) into
-// its own rows of the tile's Q buffer (its last S is in; the layout the Q boxes came in) or, O_STAGE, of the last block's stage (g 0: its K part once warpgroup 1's last S is in;
+// normalised and rounded to T, written by stmatrix (+0.6% in A/B, 512 keys +0.2..+3%: PERF.md step 124) into its
+// own rows of the tile's Q buffer (its last S is in; the layout the Q boxes came in) or, O_STAGE, of the last
+// block's stage (g 0: its K part once warpgroup 1's last S is in;
 // g 1: its V part once warpgroup 0's last PV is done: 64-row boxes), then one thread stores them, DV / 64
 // boxes. The buffer goes back once they are read (wg_release_stored, *stored: the barrier to arrive on then), at
 // the start of the warpgroup's next tile, so that the read's ~1k cycles pass under the tile's setup instead of
