@@ -1,6 +1,7 @@
 # ab.sh — flashc alone, builds of several trees side by side (A/B of a change), in rotating order.
 # usage (GPU machine, repo root, after make): AB_TREES="new:. old:DIR [name:DIR ...]" [AB_ROUNDS=2]
 #        [AB_SET=all] [AB_ONLY="SUBSTRING ..."] [AB_SAMPLES=20] [AB_FLAGS="--kv-fp8 ..."] [AB_FRESH=0] sh bench/ab.sh
+# AB_ONLY: one compare.py process per substring (AB_SET=table: one per sequence length unless AB_ONLY=whole).
 # Another branch's tree: `git archive BRANCH | tar -x -C DIR` into an untracked, not ignored DIR inside the
 # repository (the device tool copies such files; build/ stays ignored, so each tree builds there).
 # Builds every tree but the first (make -j all there, in parallel), then runs each tree's own
@@ -16,6 +17,11 @@ trees=${AB_TREES:?AB_TREES: name:dir pairs, the first one already built}
 rounds=${AB_ROUNDS:-2}
 set_=${AB_SET:-all}
 only=${AB_ONLY:-}
+# The prefill table by default one process a sequence length: in one process a faster cell lowers the clock of the
+# cells after it, so a change that speeds up the short cells read as a loss on the long ones (PERF.md steps 121, 124).
+# AB_ONLY=whole runs the whole set in one process.
+if [ -z "$only" ] && [ "$set_" = table ]; then only="-s512 -s1k -s2k -s4k -s8k -s16k"; fi
+if [ "$only" = whole ]; then only=""; fi
 fresh="--fresh"
 if [ "${AB_FRESH:-1}" = 0 ]; then fresh="--no-ceiling"; fi
 first=1
