@@ -36,16 +36,13 @@ template <bool HINT = false> __device__ __forceinline__ int4 ld_cg(const int4 *p
     return r;
 }
 
-// grid (HK * splits, b), 32 threads: tokens [split * per, +per) of sequence y, head x % HK.
-// HP: a warp reads HP neighbouring heads of a token at once (HP x ROW contiguous bytes: heads hk .. hk + HP - 1), grid
-// (HK / HP * splits, b).
-template <bool HINT, int U = 4, int HP = 1>
-__global__ void per_head(const char *k, const char *v, const int *table, int pps, int ps, int s_k, int splits, int *sink) {
-    int hk = blockIdx.x % (HK / HP) * HP, b = blockIdx.y, lane = threadIdx.x % 32;
-    int split = blockIdx.x / (HK / HP) * (blockDim.x / 32) + threadIdx.x / 32; // a CTA's warps: consecutive splits
-    int per = (s_k + splits - 1) / splits, t0 = split * per, t1 = min(s_k, t0 + per);
+// One warp's walk: tokens [t0, t1) of sequence b, heads hk .. hk + HP - 1 of each (HP x ROW contiguous bytes a token),
+// U tokens (K and V) per row's lanes in flight; returns a value of what it read (so the loads are kept).
+template <bool HINT, int U, int HP>
+__device__ __forceinline__ int walk_heads(const char *k, const char *v, const int *table, int pps, int ps, int b, int hk,
+                                          int t0, int t1, int lane) {
     int acc = 0, lpr = HP * ROW / 16, rows = 32 / lpr; // lanes a row, rows a warp access
-    for (int t = t0 + lane / lpr; t < t1; t += U * rows) { // U tokens (K and V) per row's lanes in flight
+    for (int t = t0 + lane / lpr; t < t1; t += U * rows) {
         int4 x[2 * U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -58,27 +55,24 @@ __global__ void per_head(const char *k, const char *v, const int *table, int pps
 #pragma unroll
         for (int u = 0; u < 2 * U; u++) acc ^= x[u].x ^ x[u].w;
     }
+    return acc;
+}
+
+// grid (HK / HP * splits / warps, b), warps of 32 threads: warp w of CTA x walks split x / (HK / HP) * warps + w of
+// sequence y, heads from x % (HK / HP) * HP (a CTA's warps: consecutive splits of one head group).
+template <bool HINT, int U = 4, int HP = 1>
+__global__ void per_head(const char *k, const char *v, const int *table, int pps, int ps, int s_k, int splits, int *sink) {
+    int hk = blockIdx.x % (HK / HP) * HP, b = blockIdx.y, lane = threadIdx.x % 32;
+    int split = blockIdx.x / (HK / HP) * (blockDim.x / 32) + threadIdx.x / 32;
+    int per = (s_k + splits - 1) / splits, t0 = split * per, t1 = min(s_k, t0 + per);
+    int acc = walk_heads<HINT, U, HP>(k, v, table, pps, ps, b, hk, t0, t1, lane);
     if (acc == 0x12345678) sink[0] = acc;
 }
 
 // grid (splits, b), 32 HK threads: warp w walks head w of tokens [split * per, +per) of sequence y, as per_head does.
 __global__ void heads_in_cta(const char *k, const char *v, const int *table, int pps, int ps, int s_k, int splits, int *sink) {
-    int hk = threadIdx.x / 32, split = blockIdx.x, b = blockIdx.y, lane = threadIdx.x % 32;
-    int per = (s_k + splits - 1) / splits, t0 = split * per, t1 = min(s_k, t0 + per);
-    int acc = 0, lpr = ROW / 16, rows = 32 / lpr;
-    for (int t = t0 + lane / lpr; t < t1; t += 4 * rows) {
-        int4 x[8];
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            int tt = min(t + rows * u, t1 - 1);
-            long long page = table[b * pps + tt / ps];
-            long long off = ((page * ps + tt % ps) * HK + hk) * ROW + (lane % lpr) * 16;
-            x[2 * u] = ld_cg((const int4 *)(k + off));
-            x[2 * u + 1] = ld_cg((const int4 *)(v + off));
-        }
-#pragma unroll
-        for (int u = 0; u < 8; u++) acc ^= x[u].x ^ x[u].w;
-    }
+    int per = (s_k + splits - 1) / splits, t0 = blockIdx.x * per, t1 = min(s_k, t0 + per);
+    int acc = walk_heads<false, 4, 1>(k, v, table, pps, ps, blockIdx.y, threadIdx.x / 32, t0, t1, threadIdx.x % 32);
     if (acc == 0x12345678) sink[0] = acc;
 }
 
