@@ -7,7 +7,10 @@ after the GEMM (it did, on the plain-score path). This test disassembles every f
 instantiation in the library (cuobjdump -sass; no GPU needed) and, at every `WARPGROUP.DEPBAR.LE gsb0, 0x1`
 (the first wait), counts the MUFU.EX2 before the next WARPGROUP.DEPBAR: the exponentials of the thread's
 two rows of a key block, BN / 2 of them (BN read from the S wgmma's shape: HGMMA.64xBNx16, or the FP8
-kernels' QGMMA.64xBNx32), must be there.
+kernels' QGMMA.64xBNx32), must be there. And the block loops (the innermost loop around each first wait) must
+have no R2UR: their ring and descriptor arithmetic stays on the uniform datapath (a branch on a value ptxas cannot
+take as warp-uniform moved it to the vector datapath, each wgmma's descriptors then moved back by R2UR:
+docs/PERF.md steps 58, 125).
 
 usage: python3 tests/sass_overlap.py [LIB]   (default build/libflashc.so)
 Exit: 0 all passed, 1 a kernel failed, 2 nothing checked (no cuobjdump, or no wgmma kernel in LIB).
@@ -60,6 +63,28 @@ def check_kernel(body):
     return sites, fewest, bn
 
 
+def block_loop_r2ur(body):
+    """R2UR instructions inside the block loops: the innermost loop (backward branch) around each first wait."""
+    ins = []
+    for line in body:
+        m = re.match(r"\s*/\*([0-9a-f]+)\*/\s+(.*?);", line)
+        if m:
+            ins.append((int(m.group(1), 16), m.group(2)))
+    at = {a: i for i, (a, _) in enumerate(ins)}
+    loops = []  # (first, last) instruction index of every backward branch's loop
+    for i, (a, text) in enumerate(ins):
+        m = re.search(r"\bBRA\b.*?0x([0-9a-f]+)", text)
+        if m and int(m.group(1), 16) < a and int(m.group(1), 16) in at:
+            loops.append((at[int(m.group(1), 16)], i))
+    inner = set()
+    for w, (_, text) in enumerate(ins):
+        if "DEPBAR.LE gsb0, 0x1" in text:
+            around = [l for l in loops if l[0] <= w <= l[1]]
+            if around:
+                inner.add(min(around, key=lambda l: l[1] - l[0]))
+    return sum("R2UR" in ins[k][1] for lo, hi in inner for k in range(lo, hi + 1))
+
+
 def main():
     lib = sys.argv[1] if len(sys.argv) > 1 else "build/libflashc.so"
     tool = find_cuobjdump()
@@ -79,10 +104,11 @@ def main():
     for name, body in kernels:
         sites, fewest, bn = check_kernel(body)
         want = bn // 2 if bn else 1
+        r2ur = block_loop_r2ur(body)
         # Two score paths (plain, softcap/ALiBi) x three loops (masked, unmasked, masked): six main loops.
-        ok = sites >= 6 and fewest is not None and fewest >= want
-        print("%s %s: %d first waits, fewest exponentials before the second %s (want >= %d, BN %s)" % (
-            "ok  " if ok else "FAIL", name, sites, fewest, want, bn))
+        ok = sites >= 6 and fewest is not None and fewest >= want and r2ur == 0
+        print("%s %s: %d first waits, fewest exponentials before the second %s (want >= %d, BN %s); R2UR in the "
+              "block loops %d (want 0)" % ("ok  " if ok else "FAIL", name, sites, fewest, want, bn, r2ur))
         passed += ok
         failed += not ok
     print("%d passed, %d failed" % (passed, failed))

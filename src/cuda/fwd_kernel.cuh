@@ -698,7 +698,7 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
 
     // Scores need score_of only on masked blocks or with softcap / ALiBi; otherwise the raw dot products
     // go to the softmax, the scale folded into its exp2 FFMA.
-    bool plain = sc.cap == 0.0f && !p.alibi && sc.mul > 0.0f;
+    bool plain = plain_scores<C::FP8>(p, sc);
     uint32_t qf[C::Q_REGS ? C::D / 16 : 1][4];
     if constexpr (C::Q_REGS) load_q_frags<C>(sq, qf); // (CVT_IN_Q: the loop's first pipe_sync orders these reads
                                                        // before the first conversion writes over sq)

@@ -1012,7 +1012,7 @@ __device__ __forceinline__ void wg_tile_blocks(const fc_problem &p, const fwd_ti
                                                const wg_tile_state &ts, const char *sq, int k, int uses, int pos,
                                                wg_regs<C> &w) {
     uint64_t *q_empty = &sm.q_empty[k % C::QBUF];
-    if (ts.sc.cap == 0.0f && !p.alibi && ts.sc.mul > 0.0f)
+    if (plain_scores<C::FP8>(p, ts.sc))
         wg_blocks<C, true>(p, ts.sc, t, sm, tm, sq, q_empty, pos, uses, ts.skip, ts.r_lo, ts.r_hi, w);
     else
         wg_blocks<C, false>(p, ts.sc, t, sm, tm, sq, q_empty, pos, uses, ts.skip, ts.r_lo, ts.r_hi, w);

@@ -38,6 +38,17 @@ __device__ __forceinline__ score_consts score_consts_of(const fc_problem &p, int
     return c;
 }
 
+// Whether the scores are plain scaled dot products (no softcap, no ALiBi, a positive multiplier: the softmax folds
+// the scale into its exp2). VOTE (fp8 kernels, whose multiplier holds descales read from memory): by a warp vote,
+// which ptxas takes as warp-uniform; a branch on the value itself put the FP8 prefill's block loops' ring and
+// descriptor arithmetic on the vector datapath (d 128: 24 R2UR a block, 103 spill instructions; PERF.md step 125).
+// The multiplier is the same in every thread of a tile, so the vote is the value.
+template <bool VOTE>
+__device__ __forceinline__ bool plain_scores(const fc_problem &p, const score_consts &c) {
+    bool positive = VOTE ? __all_sync(0xffffffffu, c.mul > 0.0f) : c.mul > 0.0f;
+    return c.cap == 0.0f && !p.alibi && positive;
+}
+
 __device__ __forceinline__ bool key_visible(const score_consts &c, int r, int j) {
     int diag = r + c.off;
     return j < c.s_k && (c.wl < 0 || j >= diag - c.wl) && (c.wr < 0 || j <= diag + c.wr);
