@@ -502,6 +502,25 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
         if (n_blocks > 0) wg_finish_v<C>(sm, pos + n_blocks - 1, tid);
 }
 
+// Every key block of tile t by TMA where the host set solo (dense K/V of p's s_k keys for every sequence: each block
+// whole or cut at the map's end, zero-filled; no row table, no length to check): thread 0 alone waits for each
+// buffer and issues its copy. wg_produce_blocks' general loop (row tables, page reads, partial blocks) spilled at the
+// producer's register budget (d 64's three consumers: 6-15 spill instructions a block).
+template <class C>
+__device__ __forceinline__ void wg_produce_solo(const wg_tma &tm, const fwd_tile &t, const wg_smem &sm, int pos) {
+    for (int it = 0; it < t.n_hi - t.n_lo; it++) {
+        int g = pos + it, stage = g % C::STAGES, n = t.n_hi - 1 - it, parity = (g / C::STAGES - 1) & 1;
+        char *k = sm.stages + stage * C::STAGE_BYTES;
+        if (g >= C::STAGES) mbar_wait(&sm.k_empty[stage], parity);
+        fence_proxy_async(); // (as wg_produce_blocks: the stage may have held O, written by the generic proxy)
+        mbar_arrive_expect_tx(&sm.k_full[stage], C::K_BYTES);
+        wg_tma_block<C>(tm, &tm.k, t, n, C::DS, nullptr, k, &sm.k_full[stage]);
+        if (g >= C::STAGES) mbar_wait(&sm.v_empty[stage], parity);
+        mbar_arrive_expect_tx(&sm.v_full[stage], C::V_BYTES);
+        wg_tma_block<C>(tm, &tm.v, t, n, C::DVS, nullptr, k + C::K_BYTES, &sm.v_full[stage]);
+    }
+}
+
 // The CTA's tiles: tile k's Q into buffer k % QBUF once the consumers are done with its previous tile there
 // (q_empty; uses0, uses1: tiles that went through buffers 0 and 1), then its key blocks; with two buffers the next tile's Q
 // and first blocks load while the consumers finish the previous tile (with one, its key blocks still do).
@@ -511,9 +530,10 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
     // FC_BAD_*: what is wrong with sequence bad_b (the grid walk: the CTA's one sequence; persistent: the first
     // flagged), reported at the end; cut: bad_b's lengths were cut (its rows past them are cleared once)
     int bad = 0, bad_b = -1, cut = 0;
-    // solo: warp 0 alone (thread 0 issues every copy; the full barriers count one arrival): the other three warps'
-    // walk of the tiles and their arrivals were a tenth of the kernel's instructions at 512 keys (PERF.md step 108).
-    if (tm.solo && tid >= 32) return;
+    // solo: thread 0 alone issues every copy (the full barriers count one arrival; wg_produce_solo): the other three
+    // warps' walk of the tiles and their arrivals were a tenth of the kernel's instructions at 512 keys (PERF.md step
+    // 108), and warp 0's other lanes only followed thread 0's loop.
+    if (tm.solo && tid >= 1) return;
     int steps = wg_steps<C, P>(p, tm);
     for (int k = 0; k < steps; k++) {
         fwd_tile t;
@@ -538,7 +558,9 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
             wg_load_q<C>(p, t, tm.group, sm.q + qb * C::Q_BYTES, tid);
             mbar_cp_async_arrive(&sm.q_full[qb]);
         }
-        if (tm.kind == WG_TMA_OFF)
+        if (!C::FP8 && tm.solo) // (FP8 is never solo: its V is transposed by every producer thread)
+            wg_produce_solo<C>(tm, t, sm, pos);
+        else if (tm.kind == WG_TMA_OFF)
             wg_produce_rows<C>(p, t, sm, tid, pos, &bad);
         else
             wg_produce_blocks<C>(p, t, sm, tm, tid, pos, &bad);
