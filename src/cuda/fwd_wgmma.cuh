@@ -592,17 +592,20 @@ __device__ __forceinline__ void wg_qk(const char *sq, const char *sk, float *s) 
     wgmma_commit();
 }
 
-// Issue O += P V(block at sv): BN / PK k-steps of one wgmma of N = DV each, one commit group. V as it landed
+// Issue O += P V(block at sv), or O = P V for the tile's first PV (first: its first k-step does not accumulate, so O
+// needs no zeroing in the setup): BN / PK k-steps of one wgmma of N = DV each, one commit group. V as it landed
 // (MN-major), or FP8 the transposed Vt (K-major; 64-key blocks in 64-byte rows: wgmma_desc_k64).
 template <class C>
-__device__ __forceinline__ void wg_pv(uint32_t (*pa)[4], const char *sv, float *o) {
+__device__ __forceinline__ void wg_pv(uint32_t (*pa)[4], const char *sv, float *o, bool first) {
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < C::BN / C::PK; kk++)
+    for (int kk = 0; kk < C::BN / C::PK; kk++) {
+        int acc = kk > 0 || !first;
         if constexpr (C::FP8)
-            wgmma_rs<typename C::E, C::DV, 0>(o, pa[kk], C::BN == 64 ? wgmma_desc_k64(sv, kk) : wgmma_desc_k(sv, C::DV, kk), 1);
+            wgmma_rs<typename C::E, C::DV, 0>(o, pa[kk], C::BN == 64 ? wgmma_desc_k64(sv, kk) : wgmma_desc_k(sv, C::DV, kk), acc);
         else
-            wgmma_rs<typename C::T, C::DV, 1>(o, pa[kk], wgmma_desc_mn(sv, C::BN, kk), 1);
+            wgmma_rs<typename C::T, C::DV, 1>(o, pa[kk], wgmma_desc_mn(sv, C::BN, kk), acc);
+    }
     wgmma_commit();
 }
 
@@ -795,7 +798,7 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
     wg_acquire(&sm.v_full[prev], ((g - 1) / C::STAGES) & 1);
     wg_turn_wait(wg);
     wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
-    wg_pv<C>(w.pa, sm.stages + prev * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0]);
+    wg_pv<C>(w.pa, sm.stages + prev * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0], it == 1);
     wg_turn_pass<C>(wg);
     wgmma_wait<1>(); // S(it) is in; PV(it - 1) may still run
     wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
@@ -842,21 +845,22 @@ __device__ __forceinline__ void wg_finish_rows(const fc_problem &p, const fwd_ti
     }
 }
 
-// The last PV (ring position g; uses: the tile's use of its Q buffer, whose parity picks O_STAGE's barrier). Every
+// The last PV (ring position g; uses: the tile's use of its Q buffer, whose parity picks O_STAGE's barrier; first: it is
+// also the warpgroup's first, its only block). Every
 // S is in, so Q goes back first (q_empty: the next tile's Q into it), unless the epilogue stores O through Q's
 // buffer (keep_q: wg_store_tma gives it back), and then the rows' sums and LSE are issued while the PV runs.
 // O_STAGE with O by TMA: warpgroup 1 gives the block's K back and signals it free for warpgroup 0's O, keeping
 // the V part for its own; warpgroup 0 keeps the K part and signals the V part free once its PV is done.
 template <class C>
 __device__ __forceinline__ void wg_last(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, const wg_smem &sm,
-                                        uint64_t *q_empty, int g, int uses, wg_regs<C> &w) {
+                                        uint64_t *q_empty, int g, int uses, bool first, wg_regs<C> &w) {
     int last = g % C::STAGES, wg = wg_index();
     bool o_tma = wg_o_by_tma(tm), keep_q = o_tma && !C::O_STAGE, v_keep = C::O_STAGE && o_tma && wg == 1;
     if (!keep_q) wg_release(q_empty);
     if (C::O_STAGE && (!o_tma || wg == 1)) wg_release(&sm.k_empty[last]); // (warpgroup 0's goes back after its O)
     if (C::O_STAGE && o_tma && wg == 1) named_bar_arrive(WG_BAR_K_FREE, 256);
     wg_acquire(&sm.v_full[last], (g / C::STAGES) & 1);
-    wg_pv<C>(w.pa, sm.stages + last * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0]);
+    wg_pv<C>(w.pa, sm.stages + last * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0], first);
     if (wg_finish_early<C>() && o_tma) wg_finish_rows<C>(p, t, tm, w); // (a branch: ptxas keeps the wait below it)
     wgmma_wait<0>();
     wgmma_hold<C::DV / 2>(&w.o[0][0][0]);
@@ -930,7 +934,7 @@ __device__ __forceinline__ void wg_blocks(const fc_problem &p, const score_const
     fwd_tile u = t; // the warpgroup's blocks
     u.n_hi = t.n_hi - skip;
     wg_run_blocks<C, PLAIN>(sc, u, sm, sq, pos + skip, r_lo, r_hi, w);
-    wg_last<C>(p, t, tm, sm, q_empty, pos + t.n_hi - t.n_lo - 1, uses, w);
+    wg_last<C>(p, t, tm, sm, q_empty, pos + t.n_hi - t.n_lo - 1, uses, u.n_hi - t.n_lo == 1, w);
 }
 
 // The epilogue by TMA store (tm.o_kind: dense, one split; rows past s_q are outside the map): its O,
@@ -989,7 +993,7 @@ struct wg_tile_state {
     float out_scale;
 };
 
-// Warpgroup g's setup of tile t: its rows' score and softmax state, O zeroed, the blocks it skips, worked out while
+// Warpgroup g's setup of tile t: its rows' score and softmax state, the blocks it skips, worked out while
 // its Q may still be loading.
 template <class C, bool P>
 __device__ __forceinline__ wg_tile_state wg_tile_setup(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, wg_regs<C> &w) {
@@ -1004,9 +1008,7 @@ __device__ __forceinline__ wg_tile_state wg_tile_setup(const fc_problem &p, cons
         bool sink = p.sinks && t.split == 0;
         w.st[k] = softmax_init(sink, sink ? p.sinks[h * p.sinks_sh] * FC_LOG2E : 0.0f);
     }
-#pragma unroll
-    for (int f = 0; f < C::DV / 8; f++) w.o[0][f][0] = w.o[0][f][1] = w.o[0][f][2] = w.o[0][f][3] = 0.0f;
-    ts.out_scale = 1.0f;
+    ts.out_scale = 1.0f; // (O is not zeroed: the tile's first PV overwrites it, wg_pv; a tile of no blocks zeroes it, wg_tile_epilogue)
     if constexpr (C::FP8) ts.out_scale = apply_descales(p, t, ts.sc);
     ts.skip = wg_blocks_unseen<C, P>(p, t, tm, wg_index(), &ts.r_lo, &ts.r_hi);
     return ts;
@@ -1049,8 +1051,12 @@ __device__ __forceinline__ void wg_tile_epilogue(const fc_problem &p, const fwd_
     if (!C::FP8 && t.n_hi > t.n_lo && wg_o_by_tma(tm)) {
         int last = (pos + t.n_hi - t.n_lo - 1) % C::STAGES;
         wg_store_tma<C>(p, t, tm, w, sm, sm.q + k % C::QBUF * C::Q_BYTES, &sm.q_empty[k % C::QBUF], last, uses, stored);
-    } else
+    } else {
+        if (t.n_hi <= t.n_lo) // no key blocks, so no PV wrote O: its rows see no key
+#pragma unroll
+            for (int f = 0; f < C::DV / 8; f++) w.o[0][f][0] = w.o[0][f][1] = w.o[0][f][2] = w.o[0][f][3] = 0.0f;
         store_rows<C>(p, t, ws, w.o, w.st, ts.out_scale);
+    }
 }
 
 // The consumers' walk of the CTA's tiles: each tile's setup, Q, key blocks and epilogue. stored: the barrier of the
