@@ -162,6 +162,21 @@ def read_ceiling(gib=4.0):
     return max(reads.values()), reads, 2 * n * 2 / (copy_ms * 1e-3) / 1e9
 
 
+def fp8_gemm_ceiling(n=8192):
+    """TFLOP/s of torch._scaled_mm on e4m3 n x n x n (bf16 out, scales of one): the FP8 tensor-core ceiling that
+    issue 13's FP8 prefill figures are read against; None where this torch has no _scaled_mm."""
+    try:
+        a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()  # column-major, as _scaled_mm wants
+        one = torch.ones((), device="cuda")
+        ms, _ = time_pass([lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)],
+                          20, 3, False)
+        return 2.0 * n ** 3 / (ms * 1e-3) / 1e12
+    except Exception as e:  # noqa: BLE001 (printed: the figure is a reference, not a result)
+        print("fp8 GEMM ceiling: n/a (%s)" % e)
+        return None
+
+
 def num_sets(bytes_per_set, l2):
     return max(1, min(256, math.ceil(4 * l2 / max(bytes_per_set, 1))))
 
@@ -286,8 +301,10 @@ def run_prefill(name, p, args, l2, gen):
 
 def measure(row, args, flashc_calls, torch_calls, torch_modes):
     """Fills row['flashc'], row['cudnn'], row['flash'] with ms, mode and error; and the max difference
-    of flashc's output from torch's."""
-    outs = {}
+    of flashc's output from torch's. Each implementation is timed --rounds times, the order reversed every
+    round, and keeps its fastest median: on a shape that follows a large one in the same process, whichever
+    implementation is timed first can read up to 17% slow for a few passes (PERF.md step 128)."""
+    outs, timed = {}, []
     impls = [("flashc", flashc_calls, ["-"]),
              ("cudnn", torch_calls(SDPBackend.CUDNN_ATTENTION), torch_modes),
              ("flash", torch_calls(SDPBackend.FLASH_ATTENTION), torch_modes)]
@@ -303,12 +320,17 @@ def measure(row, args, flashc_calls, torch_calls, torch_modes):
                 outs[key] = out.transpose(1, 2) if key != "flashc" else out  # torch gives (b, h, s, d)
                 res["gqa"] = mode if key != "flashc" else None
                 res["ms"], res["mode"] = time_pass(calls, args.samples, args.warmup, not args.eager)
+                timed.append((res, calls))
             except FlashcError as e:
                 res["error"] = "FlashcError: %s" % e
             except Exception as e:
                 res["error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
         row[key] = res
         torch.cuda.synchronize()
+    for r in range(1, args.rounds):
+        for res, calls in (timed[::-1] if r % 2 else timed):
+            ms, _ = time_pass(calls, args.samples, args.warmup, not args.eager)
+            res["ms"] = min(res["ms"], ms)
     ref = outs.get("flash", outs.get("cudnn"))
     if "flashc" in outs and ref is not None:
         row["max_abs_diff_vs_torch"] = (outs["flashc"].float() - ref.float()).abs().max().item()
@@ -400,7 +422,8 @@ def run_child(name, args):
         path = os.path.join(d, "row.json")
         cmd = [sys.executable, os.path.abspath(__file__), "--set", "table" if name.startswith("prefill-d") else "all",
                "--only", name, "--exact", "--no-ceiling",
-               "--samples", str(args.samples), "--warmup", str(args.warmup), "--json", path]
+               "--samples", str(args.samples), "--warmup", str(args.warmup), "--rounds", str(args.rounds),
+               "--json", path]
         if args.eager:
             cmd.append("--eager")
         if args.flashc_only:
@@ -431,6 +454,8 @@ def main():
                     help="time flashc alone (A/B of flashc builds; the torch columns are n/a)")
     ap.add_argument("--kv-dense", action="store_true",
                     help="decode: flashc reads the dense K/V that torch reads (no page table) instead of the paged cache")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="time each implementation N times, the order reversed each round; keep its fastest median")
     ap.add_argument("--kv-fp8", action="store_true",
                     help="decode: flashc reads an e4m3 cache (its GB/s count its own bytes; torch stays bf16)")
     ap.add_argument("--fp8", action="store_true",
@@ -457,6 +482,9 @@ def main():
     if read:
         print("streaming-read ceiling: %.0f GB/s (best of %s over 4 GiB); copy: %.0f GB/s (read + write)" % (
             read, ", ".join("%s %.0f" % kv for kv in reads.items()), copy))
+    fp8_tflops = fp8_gemm_ceiling() if args.fp8 and not args.no_ceiling else None
+    if fp8_tflops:
+        print("FP8 GEMM ceiling: %.0f TFLOP/s (torch._scaled_mm e4m3 8192^3, bf16 out)" % fp8_tflops)
     shapes = (decode_shapes() if args.set in ("decode", "all") else []) + \
              (prefill_shapes() if args.set in ("prefill", "all") else []) + \
              (table_shapes() if args.set == "table" else [])
@@ -476,9 +504,9 @@ def main():
     if args.json:
         meta = dict(device=prop.name, sms=prop.multi_processor_count, l2_bytes=l2, torch=torch.__version__,
                     cudnn=torch.backends.cudnn.version(), flashc=fl, read_ceiling_gbps=read, read_probes_gbps=reads,
-                    copy_gbps=copy,
-                    timing="CUDA events, median of %d samples after %d warm-up, %s%s" % (
-                        args.samples, args.warmup, "eager" if args.eager else "CUDA graph replay",
+                    copy_gbps=copy, fp8_gemm_tflops=fp8_tflops,
+                    timing="CUDA events, median of %d samples after %d warm-up, fastest of %d rounds, %s%s" % (
+                        args.samples, args.warmup, args.rounds, "eager" if args.eager else "CUDA graph replay",
                         ", each shape in a fresh process" if args.fresh else ""),
                     date=time.strftime("%Y-%m-%d"))
         with open(args.json, "w") as f:
