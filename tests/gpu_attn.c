@@ -356,9 +356,10 @@ static void sweep_fp8(group *g) {
 }
 
 /* FP8 attention (q, k, v e4m3, out bf16 / fp16) on the wgmma prefill's e4m3 tiles: d 64, 128, 256 and padded
- * pairs (80, 128 / 64); dense, varlen (with varlen queries) and paged caches (pages of 16: cp.async; 64 and
- * 256: TMA); MHA, GQA, MQA; causal, a window with sinks, softcap with ALiBi, lse; descales per (b, h_k),
- * broadcast or none; splits; a decode shape (s_q 1). e5m2 queries: FC_ERR_UNSUPPORTED naming q. */
+ * pairs (80, 128 / 64 on the d 128 kernel; 32, 48 and 64 / 48 on the d 64 one); dense, varlen (with varlen
+ * queries) and paged caches (pages of 16: cp.async; 64 and 256: TMA); MHA, GQA, MQA; causal, a window with
+ * sinks, softcap with ALiBi, lse; descales per (b, h_k), broadcast or none; splits; a decode shape (s_q 1).
+ * e5m2 queries: FC_ERR_UNSUPPORTED naming q. */
 static void sweep_fp8q(group *g) {
     static const int dims[5][2] = {{128, 128}, {64, 64}, {256, 256}, {80, 80}, {128, 64}};
     for (int k = 0; k < 30; k++) {
@@ -393,6 +394,21 @@ static void sweep_fp8q(group *g) {
         if (k % 3 == 2) c.kv = KV_PAGED, c.page_size = 64, c.seqused = 1, c.softcap = 5, c.alibi = 2;
         c.lse = 1;
         c.nsplits = 2, c.splits[0] = 1, c.splits[1] = 3;
+        run_case(g, &c);
+    }
+    for (int k = 0; k < 4; k++) { /* dims under 64 on the d 64 kernel, padded (d, d_v multiples of 16) */
+        static const int small[4][2] = {{32, 32}, {48, 48}, {32, 64}, {64, 48}};
+        cfg c = cfg_base();
+        c.dt = DTYPES[k % 2];
+        c.fp8 = 1, c.fp8_q = 1, c.descale = k % 3;
+        c.d = small[k][0], c.d_v = small[k][1];
+        set_heads(&c, k + 2);
+        c.s_q = 70 + 90 * k, c.s_k = c.s_q + 33 * k;
+        c.causal = k % 2;
+        if (k == 1) c.kv = KV_VARLEN, c.q_varlen = 1, c.sinks = 1;
+        if (k == 2) c.kv = KV_PAGED, c.page_size = 64, c.seqused = 1, c.softcap = 5, c.alibi = 2;
+        c.lse = 1;
+        c.nsplits = 2, c.splits[0] = 1, c.splits[1] = 2;
         run_case(g, &c);
     }
     if (!g_fake) { /* (the CPU standing in runs e5m2) */

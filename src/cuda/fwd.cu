@@ -22,7 +22,7 @@ static fc_status dispatch_fp8(const fc_problem *p, fc_split_ws ws, cudaStream_t 
 }
 
 // FP8 attention (q, k and v e4m3, out bf16 / fp16; flashc.h): the wgmma prefill on e4m3 tiles at kernel dims
-// 128 (max(d, d_v) <= 128) and 256; d and d_v multiples of 16 (whole 16-byte chunks), no rotary.
+// 64 (max(d, d_v) <= 64), 128 and 256; d and d_v multiples of 16 (whole 16-byte chunks), no rotary.
 static fc_status dispatch_fp8q(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (p->q_dtype != FC_E4M3)
         return fc_fail(FC_ERR_UNSUPPORTED, "q", "fp8 queries on CUDA: e4m3 only (e5m2 runs on the CPU)");
@@ -33,7 +33,9 @@ static fc_status dispatch_fp8q(const fc_problem *p, fc_split_ws ws, cudaStream_t
         return fc_fail(FC_ERR_UNSUPPORTED, "rotary_cos", "rotary with fp8 queries runs on the CPU only");
     int dim = p->d > p->d_v ? p->d : p->d_v;
 #define FC_FP8Q_DIMS(T)                                                                                    \
-    return dim <= 128 ? fwd_launch_fp8q<T, 128>(p, ws, stream, info) : fwd_launch_fp8q<T, 256>(p, ws, stream, info);
+    return dim <= 64    ? fwd_launch_fp8q<T, 64>(p, ws, stream, info)                                      \
+           : dim <= 128 ? fwd_launch_fp8q<T, 128>(p, ws, stream, info)                                     \
+                        : fwd_launch_fp8q<T, 256>(p, ws, stream, info);
     if (p->dtype == FC_BF16) { FC_FP8Q_DIMS(__nv_bfloat16) } else { FC_FP8Q_DIMS(__half) }
 #undef FC_FP8Q_DIMS
 }

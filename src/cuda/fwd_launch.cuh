@@ -394,7 +394,7 @@ fc_status fwd_launch_unit(const fc_problem *p, fc_split_ws ws, cudaStream_t stre
 }
 
 // FP8 attention (q, k and v e4m3, out T): the wgmma prefill on e4m3 tiles (wg_cfg's E; fwd_wgmma.cuh), kernel
-// head dim D = 128 or 256 (smaller dims padded up), at any s_q (a decode shape's tiles mostly rows past the
+// head dim D = 64, 128 or 256 (smaller dims padded up), at any s_q (a decode shape's tiles mostly rows past the
 // sequence: computed, never stored). Its own unit, fwd_fp8q.cu.
 template <typename T, int D>
 fc_status fwd_launch_fp8q(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info);
@@ -405,6 +405,8 @@ fc_status fwd_launch_fp8q(const fc_problem *p, fc_split_ws ws, cudaStream_t stre
 }
 #define FC_FP8Q_UNIT(T, D) \
     template fc_status fwd_launch_fp8q<T, D>(const fc_problem *, fc_split_ws, cudaStream_t, cfg_info *)
+extern FC_FP8Q_UNIT(__nv_bfloat16, 64);
+extern FC_FP8Q_UNIT(__half, 64);
 extern FC_FP8Q_UNIT(__nv_bfloat16, 128);
 extern FC_FP8Q_UNIT(__half, 128);
 extern FC_FP8Q_UNIT(__nv_bfloat16, 256);
