@@ -14,14 +14,16 @@ n=$(echo $trees | wc -w)
 jobs=$(( $(nproc) / n ))
 [ "$jobs" -ge 1 ] || jobs=1
 start=$(date +%s)
+# One GPU program of one tree, its log in $out and its last "passed / failed" line on stdout.
+check_one() {
+    name=$1 dir=$2 p=$3 args="" s=$(date +%s)
+    [ "$p" = gpu_random ] && args="--cases ${CHECK_CASES:-2000}"
+    (cd "$dir" && timeout 300 "./build/tests/$p" $args) >"$out/$name-$p.log" 2>&1
+    echo "$name $p: exit $? in $(( $(date +%s) - s ))s: $(grep -E 'passed|failed' "$out/$name-$p.log" | tail -1)"
+}
 if [ "${CHECK_BUILD:-1}" = 0 ]; then
     for t in $trees; do
-        for p in $progs; do
-            args=""
-            [ "$p" = gpu_random ] && args="--cases ${CHECK_CASES:-2000}"
-            ( (cd "${t#*:}" && timeout 300 "./build/tests/$p" $args) >"$out/${t%%:*}-$p.log" 2>&1
-              echo "${t%%:*} $p: exit $?: $(grep -E 'passed|failed' "$out/${t%%:*}-$p.log" | tail -1)") &
-        done
+        for p in $progs; do check_one "${t%%:*}" "${t#*:}" "$p" & done
         ( (cd "${t#*:}" && python3 tests/sass_overlap.py build/libflashc.so) >"$out/${t%%:*}-sass.log" 2>&1
           echo "${t%%:*} sass_overlap: exit $?: $(tail -1 "$out/${t%%:*}-sass.log")") &
     done
@@ -36,12 +38,5 @@ done
 wait
 echo "built in $(( $(date +%s) - start ))s"
 for t in $trees; do
-    name=${t%%:*} dir=${t#*:}
-    for p in $progs; do
-        args=""
-        [ "$p" = gpu_random ] && args="--cases ${CHECK_CASES:-2000}"
-        s=$(date +%s)
-        (cd "$dir" && timeout 300 "./build/tests/$p" $args) >"$out/$name-$p.log" 2>&1
-        echo "$name $p: exit $? in $(( $(date +%s) - s ))s: $(grep -E 'passed|failed' "$out/$name-$p.log" | tail -1)"
-    done
+    for p in $progs; do check_one "${t%%:*}" "${t#*:}" "$p"; done
 done
