@@ -74,6 +74,11 @@ template <> struct wg_shape<64, 64, true> {    // d 128's FP8 tiles (128-byte ro
     static constexpr bool LAZY = true, O_TMA = false;
     static constexpr int CONSUMERS = 3, PRODUCER_REGS = 56, CONSUMER_REGS = 152; // three: +14% over two (step 129)
 };
+template <> struct wg_shape<64, 64, true, 1> { // masked, up to 1k keys (as bf16's: partial 192-row tiles lose)
+    static constexpr int BN = 128, QBUF = 2;      // 2 x 16 KB Q + 2 x (16 + 16) KB K/Vt + 2 x 16 KB V landing
+    static constexpr bool LAZY = true, O_TMA = false;
+    static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
+};
 template <> struct wg_shape<256, 256, true> {  // 128-key blocks (FlashAttention-3's FP8 d 256 tile)
     static constexpr int BN = 128, QBUF = 1;      // 32 KB Q + 2 x (32 + 32) KB K/Vt + 2 x 32 KB V landing: 224 KB
     static constexpr bool LAZY = true, O_TMA = false;
