@@ -401,6 +401,9 @@ fc_status fwd_launch_fp8q(const fc_problem *p, fc_split_ws ws, cudaStream_t stre
 
 template <typename T, int D>
 fc_status fwd_launch_fp8q(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
+    // d 128: 128-key blocks for masked calls up to 1k keys (a 512-key causal tile's diagonal in a 192-key block)
+    if constexpr (D == 128)
+        if (wg_masked(*p) && p->s_k <= 1024) return launch<wg_cfg<T, 128, 128, __nv_fp8_e4m3, 1>>(p, ws, stream, info);
     return launch<wg_cfg<T, D, D, __nv_fp8_e4m3>>(p, ws, stream, info);
 }
 #define FC_FP8Q_UNIT(T, D) \

@@ -69,6 +69,11 @@ template <> struct wg_shape<128, 128, true> {  // 192-key blocks: a third fewer 
     static constexpr bool LAZY = true, O_TMA = false;
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
+template <> struct wg_shape<128, 128, true, 1> { // masked, up to 1k keys: 128-key blocks (less of the diagonal wasted)
+    static constexpr int BN = 128, QBUF = 2;      // 2 x 16 KB Q + 2 x (16 + 16) KB K/Vt + 2 x 16 KB V landing
+    static constexpr bool LAZY = true, O_TMA = false;
+    static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
+};
 template <> struct wg_shape<64, 64, true> {    // d 128's FP8 tiles (128-byte rows, features 64-127 zero, never read)
     static constexpr int BN = 128, QBUF = 2;      // 2 x 24 KB Q + 2 x (16 + 16) KB K/Vt + 2 x 16 KB V landing
     static constexpr bool LAZY = true, O_TMA = false;
