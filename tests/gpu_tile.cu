@@ -352,12 +352,15 @@ static void test_wgmma8(const char *name) {
                   [&](int k, int n) { return e4m3_to_float(hB[n * 128 + k]); }, 128, FP8_MMA_REL_ERR);
 }
 
-// P·V in FP8 as the prefill runs it: P (64 rows x 128 keys, in S's accumulator layout) rounded to e4m3 by
-// pack_p_e4m3, V (128 keys x N features of e4m3, as a TMA box lands) transposed by transpose_v_e4m3, one
-// wgmma m64nNk32 per 32 keys; against float64 of the same e4m3 values.
+// P·V in FP8 as the prefill runs it: P (64 rows x BN keys, in S's accumulator layout) rounded to e4m3 by
+// pack_p_e4m3, V (BN keys x N features of e4m3, as a TMA box lands) transposed by transpose_v_e4m3, one
+// wgmma m64nNk32 per 32 keys (past 128 keys, in Vt's next atom); against float64 of the same e4m3 values.
+template <int N, int BN>
+constexpr int pv8_vt_bytes() { return BN <= 128 ? BN * N : (BN + 127) / 128 * 128 * N; } // Vt: N rows a key atom
+
 template <int N, int BN>
 __global__ void k_pv8(const float *P, const unsigned char *V, float *D) {
-    // V: 128 rows of whole 128-byte atoms (N < 128 leaves the swizzle's other chunks unused), then Vt: N x 128 bytes
+    // V: BN rows of whole 128-byte atoms (N < 128 leaves the swizzle's other chunks unused), then Vt
     extern __shared__ __align__(1024) char k_pv8_smem[];
     constexpr int VB = BN * (N < 128 ? 128 : N);
     char *sv = k_pv8_smem, *svt = k_pv8_smem + VB;
@@ -392,7 +395,7 @@ static void test_pv8(const char *name) {
     unsigned s = 31 + N + BN;
     for (int i = 0; i < 64 * BN; i++) hP[i] = fabsf(frand(&s));
     for (int i = 0; i < BN * N; i++) hV[i] = e4m3_of(8.0f * frand(&s));
-    run_gemm_kernel(k_pv8<N, BN>, BN * (N < 128 ? 128 : N) + BN * N, hP, 64 * BN, hV, BN * N, D, 64 * N);
+    run_gemm_kernel(k_pv8<N, BN>, BN * (N < 128 ? 128 : N) + pv8_vt_bytes<N, BN>(), hP, 64 * BN, hV, BN * N, D, 64 * N);
     check_product(name, D, N, [&](int m, int k) { return e4m3_to_float(e4m3_of(hP[m * BN + k])); },
                   [&](int k, int n) { return e4m3_to_float(hV[k * N + n]); }, BN, FP8_MMA_REL_ERR);
 }
@@ -735,6 +738,10 @@ int main(void) {
     test_pv8<64>("P.V in e4m3: pack_p_e4m3 (S's accumulator layout) x transpose_v_e4m3, d_v 64");
     test_pv8<256>("P.V in e4m3: pack_p_e4m3 (S's accumulator layout) x transpose_v_e4m3, d_v 256");
     test_pv8<256, 64>("P.V in e4m3 over 64 keys: Vt in 64-byte rows (64-byte swizzle, wgmma_desc_k64), d_v 256");
+    // Key blocks past 128 (FlashAttention-3's FP8 tiles are 128 x 224 at d 128, 128 x 128 at d 256): Vt in atoms
+    test_pv8<128, 192>("P.V in e4m3 over 192 keys: Vt in two 128-byte atoms (the second half-full), d_v 128");
+    test_pv8<128, 256>("P.V in e4m3 over 256 keys: Vt in two 128-byte atoms, d_v 128");
+    test_pv8<256, 192>("P.V in e4m3 over 192 keys: Vt in two 128-byte atoms, d_v 256");
     test_mbarrier();
     test_bulk_copy();
     test_tma();

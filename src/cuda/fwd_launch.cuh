@@ -399,12 +399,20 @@ fc_status fwd_launch_unit(const fc_problem *p, fc_split_ws ws, cudaStream_t stre
 template <typename T, int D>
 fc_status fwd_launch_fp8q(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info);
 
+// FP8 attention's second shapes (fwd_wgmma.cuh wg_shape<D, D, true, 1>), for short and masked calls:
+// d 64 on two consumer warpgroups for masked calls up to 1k keys (192-row tiles mostly masked: causal 512 +13%,
+// 1k +6% on two; PERF.md step 130); d 128 on 128-key blocks (from 192) up to 1k keys, masked up to 2k (a 512-key
+// sequence ends in a partial 192-key block: 512 -9%, causal 512 -15%, causal 2k -3% on 192), and over a paged cache
+// (pages of 128 or 256 keys, which 192 does not divide, stay on TMA).
+template <int D> static inline bool wg_fp8_second_config(const fc_problem *p) {
+    if (D == 64) return wg_masked(*p) && p->s_k <= 1024;
+    return p->kv_layout == FC_KV_PAGED || p->s_k <= (wg_masked(*p) ? 2048 : 1024); // d 128
+}
+
 template <typename T, int D>
 fc_status fwd_launch_fp8q(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
-    // d 64: two consumer warpgroups for masked calls up to 1k keys (step 129: causal 512 13% faster on two than on
-    // three, 1k 5%; 2k 8% slower), as bf16's wg_second_config
-    if constexpr (D == 64)
-        if (wg_masked(*p) && p->s_k <= 1024) return launch<wg_cfg<T, 64, 64, __nv_fp8_e4m3, 1>>(p, ws, stream, info);
+    if constexpr (D != 256)
+        if (wg_fp8_second_config<D>(p)) return launch<wg_cfg<T, D, D, __nv_fp8_e4m3, 1>>(p, ws, stream, info);
     return launch<wg_cfg<T, D, D, __nv_fp8_e4m3>>(p, ws, stream, info);
 }
 #define FC_FP8Q_UNIT(T, D) \

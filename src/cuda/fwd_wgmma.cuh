@@ -64,7 +64,12 @@ template <> struct wg_shape<64, 64, false, 1> { // masked, up to 1k keys: partia
     static constexpr bool LAZY = false, O_TMA = true, LATE_FINISH = true; // (LAZY: causal 1k -2.9%, step 94)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
-template <> struct wg_shape<128, 128, true> {
+template <> struct wg_shape<128, 128, true> {  // 192-key blocks: a third fewer softmax rounds a key than 128
+    static constexpr int BN = 192, QBUF = 2;      // 2 x 16 KB Q + 2 x (24 + 32) KB K/Vt + 2 x 24 KB V landing
+    static constexpr bool LAZY = true, O_TMA = false;
+    static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
+};
+template <> struct wg_shape<128, 128, true, 1> { // 128-key blocks: short calls, paged (wg_fp8_second_config)
     static constexpr int BN = 128, QBUF = 2;      // 2 x 16 KB Q + 2 x (16 + 16) KB K/Vt + 2 x 16 KB V landing
     static constexpr bool LAZY = true, O_TMA = false;
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
@@ -74,7 +79,7 @@ template <> struct wg_shape<64, 64, true> {    // d 128's FP8 tiles (128-byte ro
     static constexpr bool LAZY = true, O_TMA = false;
     static constexpr int CONSUMERS = 3, PRODUCER_REGS = 56, CONSUMER_REGS = 152; // three: +14% over two (step 129)
 };
-template <> struct wg_shape<64, 64, true, 1> { // masked, up to 1k keys (as bf16's: partial 192-row tiles lose)
+template <> struct wg_shape<64, 64, true, 1> { // two consumers: masked, up to 1k keys (wg_fp8_second_config)
     static constexpr int BN = 128, QBUF = 2;      // 2 x 16 KB Q + 2 x (16 + 16) KB K/Vt + 2 x 16 KB V landing
     static constexpr bool LAZY = true, O_TMA = false;
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
@@ -150,7 +155,10 @@ struct wg_cfg {
     static constexpr bool HEAD_MAJOR = false;
     static constexpr int DCH = DS * EB / 16, DVCH = DVS * EB / 16;  // 16-byte chunks per stored row
     static constexpr int Q_BYTES = BM * DS * EB, K_BYTES = BN * DS * EB, V_BYTES = BN * DVS * EB;
-    static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
+    // FP8's Vt (DV rows of BN keys): past 128 keys in 128-byte atoms of DV rows (tile/fp8.cuh), so 192 keys take two
+    static constexpr int VT_BYTES = FP8 && BN > 128 ? (BN + 127) / 128 * DVS * 128 : V_BYTES;
+    static constexpr int STAGE_BYTES = K_BYTES + VT_BYTES;
+    static constexpr int RPT = (BN + 127) / 128;                     // key rows a producer thread locates a block
     static constexpr int LAND_BYTES = FP8 ? 2 * V_BYTES : 0;          // FP8: V's landing ring
     static constexpr int BAR_BYTES = (2 * QBUF + 4 * STAGES + 2) * 8;
     static constexpr int TILES_BYTES = QBUF * Q_BYTES + STAGES * STAGE_BYTES + LAND_BYTES + BAR_BYTES;
@@ -161,8 +169,9 @@ struct wg_cfg {
     static constexpr int SMEM_BYTES = TILES_BYTES + TABLE_BYTES;
     static constexpr int PRODUCER_REGS = shape::PRODUCER_REGS, CONSUMER_REGS = shape::CONSUMER_REGS;
     static_assert(D % 32 == 0 && DV % 32 == 0, "wgmma tiles: d and d_v multiples of 32 (P·V: one wgmma of N = d_v)");
-    static_assert(!FP8 || (D == DV && (BN == 128 || BN == 64)), "FP8: Vt rows of 128 keys (128-byte swizzle) or 64 (64-byte)");
-    static_assert(BN == 64 || BN == 80 || BN == 96 || BN == 112 || BN == 128, "S = Q K^T is one wgmma of N = BN; a producer thread per key row");
+    static_assert(!FP8 || (D == DV && (BN == 128 || BN == 64 || BN == 192)), "FP8: Vt rows of 128-byte atoms or 64 keys (64-byte)");
+    static_assert(BN == 64 || BN == 80 || BN == 96 || BN == 112 || BN == 128 || (FP8 && BN == 192),
+                  "S = Q K^T is one wgmma of N = BN (past 128 keys: FP8's K-major V only)");
     static_assert(QBUF == 1 || QBUF == 2, "Q buffers");
     static_assert(!O_TMA || QBUF == 2 || O_STAGE, "O by TMA store: through a second Q buffer or a stage");
     static_assert(!O_STAGE || (64 * DVS * (int)sizeof(T) <= K_BYTES && 64 * DVS * (int)sizeof(T) <= V_BYTES),
@@ -334,12 +343,20 @@ __device__ __forceinline__ void wg_tma_q(const wg_tma &tm, const fwd_tile &t, ch
         tma_load_4d(sq + f * C::BM * 128, &tm.q, C::FA * f, t.hk * t.group, row, outer, bar);
 }
 
-// Location of key row tid of block `it` (row < 0: past the end, no such block, or tid >= BN); a paged outer is the
+// Location of key row r of block `it` (row < 0: past the end, no such block, or r >= BN); a paged outer is the
 // page-table entry as read, checked where it is used (page_checked).
 template <class C>
-__device__ __forceinline__ fc_kv_loc wg_locate(const fc_problem &p, const fwd_tile &t, int it, int n_blocks, int tid) {
-    int j = (t.n_hi - 1 - it) * C::BN + tid;
-    return it < n_blocks && tid < C::BN && j < t.s.s_k ? fc_kv_locate(&p, &t.s, t.b, j) : fc_kv_loc{0, -1};
+__device__ __forceinline__ fc_kv_loc wg_locate(const fc_problem &p, const fwd_tile &t, int it, int n_blocks, int r) {
+    int j = (t.n_hi - 1 - it) * C::BN + r;
+    return it < n_blocks && r < C::BN && j < t.s.s_k ? fc_kv_locate(&p, &t.s, t.b, j) : fc_kv_loc{0, -1};
+}
+
+// The key rows producer thread tid locates in block `it`: tid, tid + 128, ... (RPT of them: two past 128 keys).
+template <class C>
+__device__ __forceinline__ void wg_locate_rows(const fc_problem &p, const fwd_tile &t, int it, int n_blocks, int tid,
+                                               fc_kv_loc (&loc)[C::RPT]) {
+#pragma unroll
+    for (int h = 0; h < C::RPT; h++) loc[h] = wg_locate<C>(p, t, it, n_blocks, tid + 128 * h);
 }
 
 // Block of BN rows x CH chunks of K or V from the row table, the first `used` chunks of each row read (the
@@ -424,18 +441,23 @@ __device__ __forceinline__ char *wg_v_dst(const wg_smem &sm, int g, uint64_t **b
 template <class C>
 __device__ void wg_produce_rows(const fc_problem &p, const fwd_tile &t, const wg_smem &sm, int tid, int pos, int *bad) {
     int n_blocks = t.n_hi - t.n_lo;
-    fc_kv_loc loc = wg_locate<C>(p, t, 0, n_blocks, tid);
+    fc_kv_loc loc[C::RPT];
+    wg_locate_rows<C>(p, t, 0, n_blocks, tid, loc);
     for (int it = 0; it < n_blocks; it++) {
         int g = pos + it, stage = g % C::STAGES;
         int64_t *rows = sm.tables + (g % C::TABLE_SETS) * 2 * C::BN; // two sets: one barrier per block suffices
-        bool valid = loc.row >= 0;
-        if (valid) loc.outer = page_checked(p, loc.outer, bad);
+#pragma unroll
+        for (int h = 0; h < C::RPT; h++)
+            if (loc[h].row >= 0) loc[h].outer = page_checked(p, loc[h].outer, bad);
         if (C::TABLE_SETS == 1 && it > 0) named_bar_sync(1, 128); // every thread is done reading the set
-        if (tid < C::BN) {
-            rows[tid] = valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
-            rows[C::BN + tid] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
-        }
-        loc = wg_locate<C>(p, t, it + 1, n_blocks, tid); // the next block's page-table reads, in flight meanwhile
+#pragma unroll
+        for (int h = 0, r = tid; h < C::RPT; h++, r += 128)
+            if (r < C::BN) {
+                bool valid = loc[h].row >= 0;
+                rows[r] = valid ? fc_kv_offset(&p.k, loc[h]) + t.hk * p.k.sh : -1;
+                rows[C::BN + r] = valid ? fc_kv_offset(&p.v, loc[h]) + t.hk * p.v.sh : -1;
+            }
+        wg_locate_rows<C>(p, t, it + 1, n_blocks, tid, loc); // the next block's page-table reads, in flight meanwhile
         named_bar_sync(1, 128);
         char *k = sm.stages + stage * C::STAGE_BYTES;
         int parity = (g / C::STAGES - 1) & 1;
@@ -466,19 +488,22 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
     // A dense sequence that ends where the cache does: its partial last block by TMA too, the rows past the
     // map's end zero-filled (as cp.async would; rows of a cache past the sequence's length are not read).
     bool tail_zero = tm.kind == WG_TMA_DENSE && t.s.k_row0 + t.s.s_k == p.s_k;
-    fc_kv_loc loc = wg_locate<C>(p, t, 0, n_blocks, tid);
+    fc_kv_loc loc[C::RPT];
+    wg_locate_rows<C>(p, t, 0, n_blocks, tid, loc);
     for (int it = 0; it < n_blocks; it++) {
         int g = pos + it, stage = g % C::STAGES, n = t.n_hi - 1 - it;
         bool bulk = tm.kind != WG_TMA_OFF && ((n + 1) * C::BN <= t.s.s_k || tail_zero), table = !bulk || tm.kind == WG_TMA_PAGED;
         int64_t *rows = sm.tables + (g % C::TABLE_SETS) * 2 * C::BN; // two sets: one barrier per block suffices
         if (C::TABLE_SETS == 1 && table && it > 0) named_bar_sync(1, 128); // every thread is done reading the set
-        if (table && tid < C::BN) {
-            bool valid = loc.row >= 0;
-            if (valid) loc.outer = page_checked(p, loc.outer, bad);
-            rows[tid] = bulk ? loc.outer << 32 | loc.row : valid ? fc_kv_offset(&p.k, loc) + t.hk * p.k.sh : -1;
-            rows[C::BN + tid] = valid ? fc_kv_offset(&p.v, loc) + t.hk * p.v.sh : -1;
-        }
-        loc = wg_locate<C>(p, t, it + 1, n_blocks, tid); // the next block's page-table reads, in flight meanwhile
+#pragma unroll
+        for (int h = 0, r = tid; h < C::RPT; h++, r += 128)
+            if (table && r < C::BN) {
+                bool valid = loc[h].row >= 0;
+                if (valid) loc[h].outer = page_checked(p, loc[h].outer, bad);
+                rows[r] = bulk ? loc[h].outer << 32 | loc[h].row : valid ? fc_kv_offset(&p.k, loc[h]) + t.hk * p.k.sh : -1;
+                rows[C::BN + r] = valid ? fc_kv_offset(&p.v, loc[h]) + t.hk * p.v.sh : -1;
+            }
+        wg_locate_rows<C>(p, t, it + 1, n_blocks, tid, loc); // the next block's page-table reads, in flight meanwhile
         if (table) named_bar_sync(1, 128);
         char *k = sm.stages + stage * C::STAGE_BYTES;
         int parity = (g / C::STAGES - 1) & 1;

@@ -50,11 +50,12 @@ __device__ __forceinline__ uint64_t wgmma_desc_k64(const char *tile, int kk) { r
 // features 2u and 2u + 1 in P's order, and stmatrix writes them as 8 rows (features) of 16 bytes. The rows
 // of a stored matrix are features 2u + (u >= 4) (and 2u + (u < 4)), so their swizzled chunks differ: no bank
 // conflicts (reads: 8 consecutive keys, likewise). A warp keeps its features and steps its keys: the read
-// address moves by 16 rows, the write's swizzle by an XOR. 16 shared accesses a thread a 16 KB block where
-// 4-byte loads and stores took 64 (PERF.md step 62).
+// address moves by 16 rows, the write's swizzle by an XOR (past 128 keys, to the next atom of DV rows). 16 shared
+// accesses a thread a 16 KB block where 4-byte loads and stores took 64 (PERF.md step 62).
 template <int BN, int DV>
 __device__ __forceinline__ void transpose_v_e4m3(const char *v, char *vt, int t) {
-    static_assert((BN == 64 || BN == 128) && DV % 64 == 0, "Vt rows: 64 bytes (64-byte swizzle) or one 128-byte atom");
+    static_assert((BN == 64 || BN == 128 || ((BN == 192 || BN == 256) && DV >= 128)) && DV % 64 == 0,
+                  "Vt rows: 64 bytes (64-byte swizzle) or 128-byte atoms (past 128 keys: d_v >= 128, a warp's keys all)");
     constexpr int NU = DV / 32, NC = BN / 16;                      // 32-feature groups, 16-key chunks
     constexpr int GROUPS = NU >= 4 ? NU / 4 : 1, CHUNKS = NU >= 4 ? NC : NC / 2; // a warp's share
     constexpr uint32_t ROW = BN == 64 ? 64 : 128;                  // Vt's row bytes
@@ -78,7 +79,8 @@ __device__ __forceinline__ void transpose_v_e4m3(const char *v, char *vt, int t)
             for (int h = 0; h < 2; h++) {
                 w[0] = __byte_perm(r[h][0], r[h][1], lo), w[1] = __byte_perm(r[h][0], r[h][1], hi);
                 w[2] = __byte_perm(r[h][2], r[h][3], lo), w[3] = __byte_perm(r[h][2], r[h][3], hi);
-                stsm_x4((wr + (uint32_t)g * 128u * ROW) ^ (16u * (uint32_t)(c + h)), w);
+                uint32_t atom = (uint32_t)((c + h) >> 3) * (uint32_t)DV * 128u; // keys 128 .. : the next atom
+                stsm_x4(((wr + (uint32_t)g * 128u * ROW) ^ (16u * (uint32_t)((c + h) & 7))) + atom, w);
             }
         }
 }
