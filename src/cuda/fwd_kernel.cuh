@@ -337,13 +337,35 @@ __device__ __forceinline__ void fp8x16_to_f16(uint4 x, uint4 &lo, uint4 &hi) {
     hi = make_uint4(out[4], out[5], out[6], out[7]);
 }
 
+// Conversion item i (16 fp8 bytes) -> (row r, chunk c), so that the 8 threads of each quarter warp read 8 distinct
+// 16-byte bank groups of the landed rows (swz_offset: chunk ^ row) and write 8 distinct ones of the fp16 rows (chunks
+// 2c and 2c + 1). Row-major order (r = i / CH) wrote chunks 0, 2, .., 14 of one row from 8 threads: 4 bank groups,
+// every store twice the wavefronts (ncu, b32 x 32k: 8.6-way conflicts, shared memory 81% busy; PERF.md step 131).
+// CH a multiple of 8: a quarter warp takes rows r, r + 1 (r even), half of each row's 8-chunk group, opposite halves;
+// CH 4: rows r and r ^ 5 of a group of 8 (their swizzles differ in bit 2 for reads and in parity for writes).
+template <int CH>
+__device__ __forceinline__ void convert_item(int i, int &r, int &c) {
+    static_assert(CH % 8 == 0 || CH == 4, "fp8 rows of 64 bytes or multiples of 128");
+    if constexpr (CH == 4) {
+        int q = i >> 3, j = i & 7, pr = q & 3;
+        r = (q >> 2) * 8 + (j < 4 ? pr : pr ^ 5);
+        c = j & 3;
+    } else {
+        int q = i >> 4, j = i & 15, odd = (j >> 2) & 1;
+        r = q / (CH / 8) * 2 + odd;
+        c = q % (CH / 8) * 8 + (j & 3) + 4 * (odd ^ (j >> 3));
+    }
+}
+
 // BN rows of CH fp8 chunks (swizzled pitch PIN) into BN rows of 2 CH fp16 chunks (pitch POUT), by the
 // threads of this pipeline.
 template <class C, int CH, int PIN, int POUT, bool E5M2>
 __device__ __forceinline__ void convert_rows(const char *in, char *out) {
+    static_assert(C::BN % 8 == 0 && C::LOADERS % 32 == 0, "whole quarter warps over whole row groups");
 #pragma unroll 4
     for (int i = pipe_tid<C>(); i < C::BN * CH; i += C::LOADERS) {
-        int r = i / CH, c = i % CH;
+        int r, c;
+        convert_item<CH>(i, r, c);
         uint4 lo, hi;
         fp8x16_to_f16<E5M2>(*(const uint4 *)(in + swz_offset(r, c, PIN)), lo, hi);
         *(uint4 *)(out + swz_offset(r, 2 * c, POUT)) = lo;
