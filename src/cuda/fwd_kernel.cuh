@@ -322,16 +322,20 @@ __device__ void warm_first_blocks(const fc_problem &p, int splits) {
 // mul, v_descale in store_rows).
 
 // 16 fp8 values (one 16-byte chunk, element 0 in the low byte) as 16 fp16 values in two 16-byte chunks:
-// one cvt.rn.f16x2 per pair.
+// one cvt.rn.f16x2 per pair, each word's two pairs split by mov.b32 in PTX, so that F2FP reads the high pair in place
+// (its .H1 operand) where a C shift of the word cost a SHF a pair (PERF.md step 133).
 template <bool E5M2>
 __device__ __forceinline__ void fp8x16_to_f16(uint4 x, uint4 &lo, uint4 &hi) {
     const uint32_t in[4] = {x.x, x.y, x.z, x.w};
     uint32_t out[8];
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-        __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(in[i / 2] >> (16 * (i % 2))),
-                                                   E5M2 ? __NV_E5M2 : __NV_E4M3);
-        out[i] = (uint32_t)h.x | (uint32_t)h.y << 16;
+    for (int i = 0; i < 4; i++) {
+        if constexpr (E5M2)
+            asm("{.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e5m2x2 %0, l;\n\tcvt.rn.f16x2.e5m2x2 %1, h;}"
+                : "=r"(out[2 * i]), "=r"(out[2 * i + 1]) : "r"(in[i]));
+        else
+            asm("{.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;}"
+                : "=r"(out[2 * i]), "=r"(out[2 * i + 1]) : "r"(in[i]));
     }
     lo = make_uint4(out[0], out[1], out[2], out[3]);
     hi = make_uint4(out[4], out[5], out[6], out[7]);
