@@ -366,10 +366,15 @@ __device__ __forceinline__ void convert_item(int i, int &r, int &c) {
 template <class C, int CH, int PIN, int POUT, bool E5M2>
 __device__ __forceinline__ void convert_rows(const char *in, char *out) {
     static_assert(C::BN % 8 == 0 && C::LOADERS % 32 == 0, "whole quarter warps over whole row groups");
-#pragma unroll 4
-    for (int i = pipe_tid<C>(); i < C::BN * CH; i += C::LOADERS) {
-        int r, c;
-        convert_item<CH>(i, r, c);
+    static_assert(C::BN * CH % C::LOADERS == 0 && C::LOADERS % (CH == 4 ? 32 : 2 * CH) == 0,
+                  "every thread the same items, item i + LOADERS that of item i LOADERS / CH rows down");
+    // A thread's items: one chunk c, rows r0 + k LOADERS / CH; unrolled whole, so each item's addresses are the
+    // first's plus constants but for the swizzle's row & 7, where the mapping was computed an item (PERF.md step 134).
+    int r0, c;
+    convert_item<CH>(pipe_tid<C>(), r0, c);
+#pragma unroll
+    for (int k = 0; k < C::BN * CH / C::LOADERS; k++) {
+        int r = r0 + k * (C::LOADERS / CH);
         uint4 lo, hi;
         fp8x16_to_f16<E5M2>(*(const uint4 *)(in + swz_offset(r, c, PIN)), lo, hi);
         *(uint4 *)(out + swz_offset(r, 2 * c, POUT)) = lo;
