@@ -221,13 +221,21 @@ __device__ __forceinline__ void write_row_table(const fc_problem &p, const fwd_t
     }
 }
 
+// The fp8 K stage's swizzle (the rows as stored, read straight into K's fragments by qk_block_fp8): the XOR of rows
+// 2m and 2m + 1 differs in bit 2, so a quarter warp reading chunk t (0-3) of both rows reads 8 distinct bank groups
+// (swz_offset's row & 7 would put rows 2m and 2m + 1 on the same four).
+__device__ __forceinline__ uint32_t swz_k8_offset(int row, int chunk, int chunks) {
+    return (uint32_t)(row * chunks + (chunk ^ ((row & 1) << 2 | (row >> 1 & 3)))) * 16u;
+}
+
 // One block of BN rows x CH 16-byte chunks of K or V (the first `used` of them read), from the row table
 // (element offsets; C::KB bytes each), zero-filled past the end. When CH divides the thread count, each thread
 // keeps one chunk column (c = tid % CH) and walks rows tid / CH, + THREADS / CH, ...: a table read, an add
 // and the copy per chunk.
-template <class C, int CH, int PITCH>
+template <class C, int CH, int PITCH, bool K8 = false>
 __device__ __forceinline__ void load_kv(const void *base, const int64_t *rows, char *dst, int used) {
     const char *src = (const char *)base;
+    auto offset = [](int r, int c) { return K8 ? swz_k8_offset(r, c, PITCH) : swz_offset(r, c, PITCH); };
     if constexpr (C::LOADERS % CH == 0) {
         constexpr int STEP = C::LOADERS / CH;
         int c = pipe_tid<C>() % CH, r0 = pipe_tid<C>() / CH;
@@ -236,7 +244,7 @@ __device__ __forceinline__ void load_kv(const void *base, const int64_t *rows, c
         for (int r = r0; r < C::BN; r += STEP) {
             int64_t off = rows[r];
             bool valid = off >= 0 && col;
-            cp_async_16(dst + swz_offset(r, c, PITCH), src + (valid ? off * C::KB + c * 16 : 0), valid);
+            cp_async_16(dst + offset(r, c), src + (valid ? off * C::KB + c * 16 : 0), valid);
         }
     } else {
 #pragma unroll 4
@@ -244,7 +252,7 @@ __device__ __forceinline__ void load_kv(const void *base, const int64_t *rows, c
             int row = i / CH, c = i % CH;
             int64_t off = rows[row];
             bool valid = off >= 0 && c < used;
-            cp_async_16(dst + swz_offset(row, c, PITCH), src + (valid ? off * C::KB + c * 16 : 0), valid);
+            cp_async_16(dst + offset(row, c), src + (valid ? off * C::KB + c * 16 : 0), valid);
         }
     }
 }
@@ -261,7 +269,7 @@ __device__ __forceinline__ void issue_block(const fc_problem &p, const fwd_tile 
         L = L2;
         locate_rows<C>(p, t, it + 2, n_blocks, L2); // page-table reads two blocks ahead, in flight meanwhile
         pipe_sync<C>();
-        load_kv<C, C::DCH_KV, C::DPITCH_KV>(p.k.data, rows, stage, p.d * C::KB / 16);
+        load_kv<C, C::DCH_KV, C::DPITCH_KV, C::FP8>(p.k.data, rows, stage, p.d * C::KB / 16);
         load_kv<C, C::DVCH_KV, C::DVPITCH_KV>(p.v.data, rows + C::BN, stage + C::KS_BYTES, p.d_v * C::KB / 16);
     }
     cp_async_commit();
@@ -522,6 +530,68 @@ __device__ __forceinline__ void qk_block(const char *sq, const uint32_t (*qf)[4]
     }
 }
 
+// fp8 caches: K's fragments straight from the stage (rows as stored), no fp16 copy of K. The product runs over the
+// features in another order, the same for Q and K: k-step kk = 4 h + j of a thread (lane % 4 = t) holds features
+// 64 h + 16 t + 4 j + {0, 1} (the MMA's k slots 2t, 2t + 1) and + {2, 3} (slots 2t + 8, 2t + 9). So a thread's K
+// fragments of a key row and 4 k-steps are one 16-byte chunk (4 h + t) of the row, 8 cvt.f16x2 (fp8x16_to_f16), and
+// its Q fragments of 4 k-steps are two 16-byte chunks of each of its two rows.
+// A fragments of k-steps 4 h .. 4 h + 3 of m16 tile mt (Q in fp16, swizzled rows of DPITCH chunks) in that order.
+template <class C>
+__device__ __forceinline__ void q_frags_fp8(const char *sq, int mt, int h, uint32_t (*a)[4]) {
+    int lane = threadIdx.x % 32, r = (row_warp<C>() * C::MT + mt) * 16 + lane / 4, t = lane % 4;
+#pragma unroll
+    for (int half = 0; half < 2; half++) { // rows r, r + 8: a[.][0 / 2] and a[.][1 / 3]
+        uint4 x = *(const uint4 *)(sq + swz_offset(r + 8 * half, 8 * h + 2 * t, C::DPITCH));     // k-steps 0, 1
+        uint4 y = *(const uint4 *)(sq + swz_offset(r + 8 * half, 8 * h + 2 * t + 1, C::DPITCH)); // k-steps 2, 3
+        a[0][half] = x.x, a[0][2 + half] = x.y, a[1][half] = x.z, a[1][2 + half] = x.w;
+        a[2][half] = y.x, a[2][2 + half] = y.y, a[3][half] = y.z, a[3][2 + half] = y.w;
+    }
+}
+
+// This warp's Q fragments in the fp8 order (one m16 tile, all of d), loaded once when C::Q_REGS.
+template <class C>
+__device__ __forceinline__ void load_q_frags_fp8(const char *sq, uint32_t (*qf)[4]) {
+#pragma unroll
+    for (int h = 0; h < C::D / 64; h++) q_frags_fp8<C>(sq, 0, h, qf + 4 * h);
+}
+
+// s = Q · K(block)^T, K from the fp8 stage (swz_k8_offset), Q from qf (C::Q_REGS) or shared memory, in the fp8 order.
+template <class C, bool E5M2>
+__device__ __forceinline__ void qk_block_fp8(const char *sq, const uint32_t (*qf)[4], const char *sk8,
+                                             float (*s)[C::BN / 8][4]) {
+    static_assert(C::D % 64 == 0, "fp8 K fragments: whole 64-feature groups");
+    int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int mt = 0; mt < C::MT; mt++)
+#pragma unroll
+        for (int f = 0; f < C::BN / 8; f++) s[mt][f][0] = s[mt][f][1] = s[mt][f][2] = s[mt][f][3] = 0.0f;
+#pragma unroll
+    for (int h = 0; h < C::D / 64; h++) {
+        uint32_t a[C::MT][4][4];
+#pragma unroll
+        for (int mt = 0; mt < C::MT; mt++) {
+            if constexpr (C::Q_REGS)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) a[mt][j][i] = qf[4 * h + j][i];
+            else
+                q_frags_fp8<C>(sq, mt, h, a[mt]);
+        }
+#pragma unroll
+        for (int f = 0; f < C::BN / 8; f++) {
+            uint4 lo, hi;
+            fp8x16_to_f16<E5M2>(*(const uint4 *)(sk8 + swz_k8_offset(f * 8 + lane / 4, 4 * h + lane % 4, C::DPITCH_KV)),
+                                lo, hi);
+            const uint32_t b[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int mt = 0; mt < C::MT; mt++) mma_16x8x16<typename C::M>(s[mt][f], a[mt][j], b + 2 * j);
+        }
+    }
+}
+
 // o += P(16 MT x BN, from s, rounded to M) · V(block).
 template <class C>
 __device__ __forceinline__ void pv_block(const char *sv, float (*s)[C::BN / 8][4], float (*o)[C::DV / 8][4]) {
@@ -731,8 +801,12 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
     // go to the softmax, the scale folded into its exp2 FFMA.
     bool plain = plain_scores<C::FP8>(p, sc);
     uint32_t qf[C::Q_REGS ? C::D / 16 : 1][4];
-    if constexpr (C::Q_REGS) load_q_frags<C>(sq, qf); // (CVT_IN_Q: the loop's first pipe_sync orders these reads
-                                                       // before the first conversion writes over sq)
+    if constexpr (C::Q_REGS) { // (CVT_IN_Q: the loop's first pipe_sync orders these reads before the first
+        if constexpr (C::FP8)  // conversion writes over sq)
+            load_q_frags_fp8<C>(sq, qf);
+        else
+            load_q_frags<C>(sq, qf);
+    }
 
     for (int it = 0; it < n_blocks; it++) {
         int n = t.n_hi - 1 - it;
@@ -743,13 +817,15 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         int ahead = it + C::STAGES - 1;
         issue_block<C>(p, t, ahead, n_blocks, stages + (ahead % C::STAGES) * C::STAGE_BYTES, rows, locs, locs2, &bad);
         const char *stage = stages + (it % C::STAGES) * C::STAGE_BYTES, *sk = stage, *sv = stage + C::KS_BYTES;
-        if constexpr (C::FP8) { // every thread of the pipeline is past block it - 1's reads of cvt (the sync above)
-            convert_block<C, false>(p, stage, cvt);
-            pipe_sync<C>();
-            sk = cvt;
-        }
         float s[C::MT][C::BN / 8][4];
-        qk_block<C>(sq, qf, sk, s);
+        if constexpr (C::FP8) { // K's fragments from the stage as stored
+            if (p.kv_dtype == FC_E5M2)
+                qk_block_fp8<C, true>(sq, qf, sk, s);
+            else
+                qk_block_fp8<C, false>(sq, qf, sk, s);
+        } else {
+            qk_block<C>(sq, qf, sk, s);
+        }
         float mul = 1.0f;
         if (block_needs_mask(sc, t.r_lo, t.r_hi, n * C::BN, C::BN))
             scores_block<C, true>(sc, rs, n, s);
@@ -766,8 +842,7 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         }
         if (__any_sync(0xffffffffu, moved)) // no row max of the warp moved: the output keeps its scale (FA4)
             rescale_rows<C>(o, rescale);
-        if constexpr (C::FP8) { // K's reads of cvt done by every thread of the pipeline, then V into it
-            pipe_sync<C>();
+        if constexpr (C::FP8) { // every thread of the pipeline is past block it - 1's reads of cvt (the sync above)
             convert_block<C, true>(p, stage, cvt); // (the stage: convert_block finds its V)
             pipe_sync<C>();
             sv = cvt;
