@@ -329,6 +329,18 @@ __device__ void warm_first_blocks(const fc_problem &p, int splits) {
 // dequantisation scales are applied to the scores and the output instead (k_descale in score_consts'
 // mul, v_descale in store_rows).
 
+// 4 fp8 values (bytes 0-3 of x) as two fp16 pairs: bytes 0, 1 into lo, bytes 2, 3 into hi (F2FP reads each half of
+// x in place, as fp8x16_to_f16 does).
+template <bool E5M2>
+__device__ __forceinline__ void fp8x4_to_f16_pairs(uint32_t x, uint32_t &lo, uint32_t &hi) {
+    if constexpr (E5M2)
+        asm("{.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e5m2x2 %0, l;\n\tcvt.rn.f16x2.e5m2x2 %1, h;}"
+            : "=r"(lo), "=r"(hi) : "r"(x));
+    else
+        asm("{.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;}"
+            : "=r"(lo), "=r"(hi) : "r"(x));
+}
+
 // 16 fp8 values (one 16-byte chunk, element 0 in the low byte) as 16 fp16 values in two 16-byte chunks:
 // one cvt.rn.f16x2 per pair, each word's two pairs split by mov.b32 in PTX, so that F2FP reads the high pair in place
 // (its .H1 operand) where a C shift of the word cost a SHF a pair (PERF.md step 133).
@@ -337,14 +349,7 @@ __device__ __forceinline__ void fp8x16_to_f16(uint4 x, uint4 &lo, uint4 &hi) {
     const uint32_t in[4] = {x.x, x.y, x.z, x.w};
     uint32_t out[8];
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        if constexpr (E5M2)
-            asm("{.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e5m2x2 %0, l;\n\tcvt.rn.f16x2.e5m2x2 %1, h;}"
-                : "=r"(out[2 * i]), "=r"(out[2 * i + 1]) : "r"(in[i]));
-        else
-            asm("{.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;}"
-                : "=r"(out[2 * i]), "=r"(out[2 * i + 1]) : "r"(in[i]));
-    }
+    for (int i = 0; i < 4; i++) fp8x4_to_f16_pairs<E5M2>(in[i], out[2 * i], out[2 * i + 1]);
     lo = make_uint4(out[0], out[1], out[2], out[3]);
     hi = make_uint4(out[4], out[5], out[6], out[7]);
 }
@@ -621,6 +626,46 @@ __device__ __forceinline__ void pv_block(const char *sv, float (*s)[C::BN / 8][4
     }
 }
 
+// fp8 caches: o += P · V(block), V's fragments straight from the fp8 stage (rows as stored, swz_offset). ldmatrix.trans
+// of b16 pairs gives a thread, per 8 keys and 16 features, keys 2t and 2t + 1 of features 2g and 2g + 1 (g = lane / 4,
+// t = lane % 4); one byte permute pairs the keys of each feature, and one cvt.f16x2 each makes the B fragment of
+// feature 2g (an n8 tile of the chunk's even features) and of 2g + 1 (its odd ones). So O's n8 tile 2q + e holds
+// features 16 q + 2 n + e (n its column), which store_rows puts back in order (o_feature).
+template <class C, bool E5M2>
+__device__ __forceinline__ void pv_block_fp8(const char *sv8, float (*s)[C::BN / 8][4], float (*o)[C::DV / 8][4]) {
+    int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int kk = 0; kk < C::BN / 16; kk++) {
+        uint32_t a[C::MT][4];
+#pragma unroll
+        for (int mt = 0; mt < C::MT; mt++) {
+            float(*x)[4] = s[mt] + 2 * kk;
+            a[mt][0] = pack2<__half>(x[0][0], x[0][1]);
+            a[mt][1] = pack2<__half>(x[0][2], x[0][3]);
+            a[mt][2] = pack2<__half>(x[1][0], x[1][1]);
+            a[mt][3] = pack2<__half>(x[1][2], x[1][3]);
+        }
+#pragma unroll
+        for (int c2 = 0; c2 < C::DV / 32; c2++) { // chunks 2 c2, 2 c2 + 1 (16 fp8 features each)
+            uint32_t v[4]; // keys 0-7 / 8-15 of chunk 2 c2, then of chunk 2 c2 + 1
+            ldmatrix_x4_trans(v, sv8 + swz_offset(kk * 16 + lane % 8 + 8 * ((lane / 8) % 2), 2 * c2 + lane / 16, C::DVPITCH_KV));
+#pragma unroll
+            for (int m = 0; m < 2; m++) {
+                uint32_t k0 = __byte_perm(v[2 * m], 0, 0x3120), k8 = __byte_perm(v[2 * m + 1], 0, 0x3120);
+                uint32_t even[2], odd[2]; // (keys 2t, 2t + 1; 2t + 8, 2t + 9) of features 2g, then 2g + 1
+                fp8x4_to_f16_pairs<E5M2>(k0, even[0], odd[0]);
+                fp8x4_to_f16_pairs<E5M2>(k8, even[1], odd[1]);
+                int q = 2 * c2 + m;
+#pragma unroll
+                for (int mt = 0; mt < C::MT; mt++) {
+                    mma_16x8x16<__half>(o[mt][2 * q], a[mt], even);
+                    mma_16x8x16<__half>(o[mt][2 * q + 1], a[mt], odd);
+                }
+            }
+        }
+    }
+}
+
 // o *= rescale, per row slot of this thread.
 template <class C>
 __device__ __forceinline__ void rescale_rows(float (*o)[C::DV / 8][4], const float *rescale) {
@@ -674,19 +719,39 @@ __device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws w
         int64_t g = fc_global_row(&p, &t.s, t.b, r);
         if (ws.splits > 1) {
             float *dst = ws.part_out + (((int64_t)t.split * p.total_q + g) * p.h_q + h) * p.d_v;
+            if constexpr (C::FP8) { // pv_block_fp8's order: tiles 2q, 2q + 1 hold features 16 q + 4 t + {0, 2} / {1, 3}
 #pragma unroll
-            for (int f = 0; f < C::DV / 8; f++)
-                if (f * 8 < p.d_v)
-                    *(float2 *)(dst + f * 8 + 2 * (lane % 4)) =
-                        make_float2(o[mt][f][2 * half] * inv, o[mt][f][2 * half + 1] * inv);
+                for (int q = 0; q < C::DV / 16; q++)
+                    if (q * 16 < p.d_v) {
+                        const float *e = o[mt][2 * q] + 2 * half, *d = o[mt][2 * q + 1] + 2 * half;
+                        *(float2 *)(dst + q * 16 + 4 * (lane % 4)) = make_float2(e[0] * inv, d[0] * inv);
+                        *(float2 *)(dst + q * 16 + 4 * (lane % 4) + 2) = make_float2(e[1] * inv, d[1] * inv);
+                    }
+            } else {
+#pragma unroll
+                for (int f = 0; f < C::DV / 8; f++)
+                    if (f * 8 < p.d_v)
+                        *(float2 *)(dst + f * 8 + 2 * (lane % 4)) =
+                            make_float2(o[mt][f][2 * half] * inv, o[mt][f][2 * half + 1] * inv);
+            }
             if (lane % 4 == 0) ws.part_lse[((int64_t)t.split * p.total_q + g) * p.h_q + h] = lse;
         } else {
             T *dst = (T *)p.out.data + fc_q_row_offset(&p.out, &t.s, t.b, r) + h * p.out.sh;
+            if constexpr (C::FP8) {
 #pragma unroll
-            for (int f = 0; f < C::DV / 8; f++)
-                if (f * 8 < p.d_v)
-                    *(uint32_t *)(dst + f * 8 + 2 * (lane % 4)) =
-                        pack2<T>(o[mt][f][2 * half] * inv, o[mt][f][2 * half + 1] * inv);
+                for (int q = 0; q < C::DV / 16; q++)
+                    if (q * 16 < p.d_v) {
+                        const float *e = o[mt][2 * q] + 2 * half, *d = o[mt][2 * q + 1] + 2 * half;
+                        *(uint32_t *)(dst + q * 16 + 4 * (lane % 4)) = pack2<T>(e[0] * inv, d[0] * inv);
+                        *(uint32_t *)(dst + q * 16 + 4 * (lane % 4) + 2) = pack2<T>(e[1] * inv, d[1] * inv);
+                    }
+            } else {
+#pragma unroll
+                for (int f = 0; f < C::DV / 8; f++)
+                    if (f * 8 < p.d_v)
+                        *(uint32_t *)(dst + f * 8 + 2 * (lane % 4)) =
+                            pack2<T>(o[mt][f][2 * half] * inv, o[mt][f][2 * half + 1] * inv);
+            }
             if (p.lse && lane % 4 == 0) store_lse(p, t, r, h, lse);
         }
     }
@@ -842,12 +907,14 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         }
         if (__any_sync(0xffffffffu, moved)) // no row max of the warp moved: the output keeps its scale (FA4)
             rescale_rows<C>(o, rescale);
-        if constexpr (C::FP8) { // every thread of the pipeline is past block it - 1's reads of cvt (the sync above)
-            convert_block<C, true>(p, stage, cvt); // (the stage: convert_block finds its V)
-            pipe_sync<C>();
-            sv = cvt;
+        if constexpr (C::FP8) { // V's fragments from the stage as stored
+            if (p.kv_dtype == FC_E5M2)
+                pv_block_fp8<C, true>(sv, s, o);
+            else
+                pv_block_fp8<C, false>(sv, s, o);
+        } else {
+            pv_block<C>(sv, s, o);
         }
-        pv_block<C>(sv, s, o);
     }
     cp_async_wait<0>(); // an empty split still issued the Q load
     if ((t.bad && threadIdx.x == 0) || bad) report_sequence(p, t.b, t.bad | bad);
