@@ -27,10 +27,10 @@
 // Prefill (NWARPS row warps): the warps split the tile's rows and share every K/V block. Decode
 // (NWARPS = 1, KW key warps): each warp takes every row of the tile against its own part of the keys,
 // through its own pipeline (stages, row table), and the warps merge their states at the end.
-// KV_: the cache's element type, T_ or (decode) an fp8 byte: the stages then hold the rows as stored and each
-// landed block is converted into the M tile that the MMAs read, K then V through one buffer (convert_block). M, the MMAs'
-// operand type: T, or fp16 for an fp8 cache (one conversion instruction per two fp8 values; bf16 queries are
-// converted to fp16 once per tile with a power-of-two scale, q_to_f16).
+// KV_: the cache's element type, T_ or (decode) an fp8 byte: the stages then hold the rows as stored and the MMAs take
+// K's and V's fragments straight from them, each fp8 pair converted to fp16 in registers (qk_block_fp8, pv_block_fp8).
+// M, the MMAs' operand type: T, or fp16 for an fp8 cache (bf16 queries are converted to fp16 once per tile with a
+// power-of-two scale, q_to_f16).
 template <typename T_, int D_, int DV_, int NWARPS_, int BN_, int STAGES_, int MT_, int KW_ = 1, typename KV_ = T_>
 struct fwd_cfg {
     typedef T_ T;
@@ -52,14 +52,9 @@ struct fwd_cfg {
     static constexpr int DPITCH_KV = (DCH_KV + 7) / 8 * 8, DVPITCH_KV = (DVCH_KV + 7) / 8 * 8;
     static constexpr int KS_BYTES = BN * DPITCH_KV * 16, VS_BYTES = BN * DVPITCH_KV * 16; // a block as stored
     static constexpr int STAGE_BYTES = KS_BYTES + VS_BYTES;
-    static constexpr int CVT_BYTES = FP8 ? (K_BYTES > V_BYTES ? K_BYTES : V_BYTES) : 0; // fp8: K, then V, as M
-    // One warp holding Q in registers (read from shared memory before the key loop): the conversion buffer
-    // takes Q's shared memory (4 KB less per CTA: 8 CTAs per SM instead of 7 at d 128, PERF.md step 57).
-    static constexpr bool CVT_IN_Q = FP8 && KW == 1 && Q_REGS;
-    static constexpr int QC_BYTES = CVT_IN_Q && CVT_BYTES > Q_BYTES ? CVT_BYTES : Q_BYTES; // Q (and cvt)
     static constexpr int ROWS_BYTES = 2 * BN * 8;                           // the row table (K and V)
-    static constexpr int PIPE_BYTES = STAGES * STAGE_BYTES + (CVT_IN_Q ? 0 : CVT_BYTES) + ROWS_BYTES; // one pipeline
-    static constexpr int SMEM_BYTES = QC_BYTES + KW * PIPE_BYTES;
+    static constexpr int PIPE_BYTES = STAGES * STAGE_BYTES + ROWS_BYTES;     // one pipeline
+    static constexpr int SMEM_BYTES = Q_BYTES + KW * PIPE_BYTES;
     static_assert(STAGES >= 2, "at least double buffering");
     static_assert(KW == 1 || NWARPS == 1, "key warps only in the one-row-warp (decode) config");
     static_assert(KB == sizeof(T_) || (KB == 1 && D % 16 == 0 && DV % 16 == 0), "fp8 rows: whole 16-byte chunks");
@@ -324,10 +319,9 @@ __device__ void warm_first_blocks(const fc_problem &p, int splits) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// fp8 caches: a landed block (rows as stored, fp8) into the fp16 tiles the MMAs read (C::M). Every e4m3
-// and e5m2 value is exactly an fp16 value, so the MMAs see the cache's values unrounded; the
-// dequantisation scales are applied to the scores and the output instead (k_descale in score_consts'
-// mul, v_descale in store_rows).
+// fp8 caches: fp16 fragments (C::M) from a landed block's rows as stored, converted in registers. Every e4m3 and e5m2
+// value is exactly an fp16 value, so the MMAs see the cache's values unrounded; the dequantisation scales are applied
+// to the scores and the output instead (k_descale in score_consts' mul, v_descale in store_rows).
 
 // 4 fp8 values (bytes 0-3 of x) as two fp16 pairs: bytes 0, 1 into lo, bytes 2, 3 into hi (F2FP reads each half of
 // x in place, as fp8x16_to_f16 does).
@@ -352,59 +346,6 @@ __device__ __forceinline__ void fp8x16_to_f16(uint4 x, uint4 &lo, uint4 &hi) {
     for (int i = 0; i < 4; i++) fp8x4_to_f16_pairs<E5M2>(in[i], out[2 * i], out[2 * i + 1]);
     lo = make_uint4(out[0], out[1], out[2], out[3]);
     hi = make_uint4(out[4], out[5], out[6], out[7]);
-}
-
-// Conversion item i (16 fp8 bytes) -> (row r, chunk c), so that the 8 threads of each quarter warp read 8 distinct
-// 16-byte bank groups of the landed rows (swz_offset: chunk ^ row) and write 8 distinct ones of the fp16 rows (chunks
-// 2c and 2c + 1). Row-major order (r = i / CH) wrote chunks 0, 2, .., 14 of one row from 8 threads: 4 bank groups,
-// every store twice the wavefronts (ncu, b32 x 32k: 8.6-way conflicts, shared memory 81% busy; PERF.md step 131).
-// CH a multiple of 8: a quarter warp takes rows r, r + 1 (r even), half of each row's 8-chunk group, opposite halves;
-// CH 4: rows r and r ^ 5 of a group of 8 (their swizzles differ in bit 2 for reads and in parity for writes).
-template <int CH>
-__device__ __forceinline__ void convert_item(int i, int &r, int &c) {
-    static_assert(CH % 8 == 0 || CH == 4, "fp8 rows of 64 bytes or multiples of 128");
-    if constexpr (CH == 4) {
-        int q = i >> 3, j = i & 7, pr = q & 3;
-        r = (q >> 2) * 8 + (j < 4 ? pr : pr ^ 5);
-        c = j & 3;
-    } else {
-        int q = i >> 4, j = i & 15, odd = (j >> 2) & 1;
-        r = q / (CH / 8) * 2 + odd;
-        c = q % (CH / 8) * 8 + (j & 3) + 4 * (odd ^ (j >> 3));
-    }
-}
-
-// BN rows of CH fp8 chunks (swizzled pitch PIN) into BN rows of 2 CH fp16 chunks (pitch POUT), by the
-// threads of this pipeline.
-template <class C, int CH, int PIN, int POUT, bool E5M2>
-__device__ __forceinline__ void convert_rows(const char *in, char *out) {
-    static_assert(C::BN % 8 == 0 && C::LOADERS % 32 == 0, "whole quarter warps over whole row groups");
-    static_assert(C::BN * CH % C::LOADERS == 0 && C::LOADERS % (CH == 4 ? 32 : 2 * CH) == 0,
-                  "every thread the same items, item i + LOADERS that of item i LOADERS / CH rows down");
-    // A thread's items: one chunk c, rows r0 + k LOADERS / CH; unrolled whole, so each item's addresses are the
-    // first's plus constants but for the swizzle's row & 7, where the mapping was computed an item (PERF.md step 134).
-    int r0, c;
-    convert_item<CH>(pipe_tid<C>(), r0, c);
-#pragma unroll
-    for (int k = 0; k < C::BN * CH / C::LOADERS; k++) {
-        int r = r0 + k * (C::LOADERS / CH);
-        uint4 lo, hi;
-        fp8x16_to_f16<E5M2>(*(const uint4 *)(in + swz_offset(r, c, PIN)), lo, hi);
-        *(uint4 *)(out + swz_offset(r, 2 * c, POUT)) = lo;
-        *(uint4 *)(out + swz_offset(r, 2 * c + 1, POUT)) = hi;
-    }
-}
-
-// A landed block's K (V false) or V rows, fp8 as stored, into the M tile the MMAs read (cvt: one buffer
-// for both, K converted before Q K^T and V after it, so the stages take the bytes a second tile would).
-template <class C, bool V>
-__device__ __forceinline__ void convert_block(const fc_problem &p, const char *stage, char *cvt) {
-    constexpr int CH = V ? C::DVCH_KV : C::DCH_KV, PIN = V ? C::DVPITCH_KV : C::DPITCH_KV, POUT = V ? C::DVPITCH : C::DPITCH;
-    const char *in = V ? stage + C::KS_BYTES : stage;
-    if (p.kv_dtype == FC_E5M2)
-        convert_rows<C, CH, PIN, POUT, true>(in, cvt);
-    else
-        convert_rows<C, CH, PIN, POUT, false>(in, cvt);
 }
 
 // bf16 queries against an fp8 cache: the Q tile (in shared memory, after rotary) converted in place to
@@ -805,9 +746,8 @@ __device__ void merge_key_warps(float (*o)[C::DV / 8][4], row_softmax *st, char 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__ fc_problem p, fc_split_ws ws) {
     extern __shared__ __align__(128) char smem[];
-    char *sq = smem, *stages = smem + C::QC_BYTES + (C::KW > 1 ? threadIdx.x / 32 : 0) * C::PIPE_BYTES;
-    char *cvt = C::CVT_IN_Q ? smem : stages + C::STAGES * C::STAGE_BYTES; // fp8 caches: the block converted
-    int64_t *rows = (int64_t *)(stages + C::STAGES * C::STAGE_BYTES + (C::CVT_IN_Q ? 0 : C::CVT_BYTES));
+    char *sq = smem, *stages = smem + C::Q_BYTES + (C::KW > 1 ? threadIdx.x / 32 : 0) * C::PIPE_BYTES;
+    int64_t *rows = (int64_t *)(stages + C::STAGES * C::STAGE_BYTES);
     FC_STAMP(0);
     if constexpr (C::HEAD_MAJOR) warm_first_blocks<C, C::STAGES - 1>(p, ws.splits);
     pdl_wait();              // launched early (PDL): the previous kernel's writes are visible past here
@@ -866,8 +806,8 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
     // go to the softmax, the scale folded into its exp2 FFMA.
     bool plain = plain_scores<C::FP8>(p, sc);
     uint32_t qf[C::Q_REGS ? C::D / 16 : 1][4];
-    if constexpr (C::Q_REGS) { // (CVT_IN_Q: the loop's first pipe_sync orders these reads before the first
-        if constexpr (C::FP8)  // conversion writes over sq)
+    if constexpr (C::Q_REGS) {
+        if constexpr (C::FP8)
             load_q_frags_fp8<C>(sq, qf);
         else
             load_q_frags<C>(sq, qf);
@@ -920,7 +860,7 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
     if ((t.bad && threadIdx.x == 0) || bad) report_sequence(p, t.b, t.bad | bad);
     if (t.bad && t.m0 == 0 && t.split == 0 && t.hk == 0) clear_cut_rows(p, ws, t.b, threadIdx.x, C::THREADS);
     if constexpr (C::KW > 1) {
-        merge_key_warps<C>(o, st, smem + C::QC_BYTES);
+        merge_key_warps<C>(o, st, smem + C::Q_BYTES);
         if (t.kpart > 0) return;
     }
     store_rows<C>(p, t, ws, o, st, out_scale);
