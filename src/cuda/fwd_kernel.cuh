@@ -46,6 +46,7 @@ struct fwd_cfg {
     static constexpr int Q_BYTES = BM * DPITCH * 16;
     static constexpr int K_BYTES = BN * DPITCH * 16, V_BYTES = BN * DVPITCH * 16; // the tiles the MMAs read
     static constexpr bool FP8 = sizeof(KV_) == 1;
+    static constexpr bool O_FP8_ORDER = FP8;                                  // O in pv_block_fp8's feature order
     typedef typename std::conditional<FP8, __half, T_>::type M;               // the MMAs' operand type
     static constexpr int KB = sizeof(KV_);                                    // bytes per K/V element as stored
     static constexpr int DCH_KV = D * KB / 16, DVCH_KV = DV * KB / 16;       // 16-byte chunks per row as stored
@@ -538,6 +539,19 @@ __device__ __forceinline__ void qk_block_fp8(const char *sq, const uint32_t (*qf
     }
 }
 
+// P's A fragments of k-step kk (keys 16 kk .. 16 kk + 15) from the scores, rounded to T.
+template <class C, typename T>
+__device__ __forceinline__ void p_frags(float (*s)[C::BN / 8][4], int kk, uint32_t (*a)[4]) {
+#pragma unroll
+    for (int mt = 0; mt < C::MT; mt++) {
+        float(*x)[4] = s[mt] + 2 * kk;
+        a[mt][0] = pack2<T>(x[0][0], x[0][1]);
+        a[mt][1] = pack2<T>(x[0][2], x[0][3]);
+        a[mt][2] = pack2<T>(x[1][0], x[1][1]);
+        a[mt][3] = pack2<T>(x[1][2], x[1][3]);
+    }
+}
+
 // o += P(16 MT x BN, from s, rounded to M) · V(block).
 template <class C>
 __device__ __forceinline__ void pv_block(const char *sv, float (*s)[C::BN / 8][4], float (*o)[C::DV / 8][4]) {
@@ -546,14 +560,7 @@ __device__ __forceinline__ void pv_block(const char *sv, float (*s)[C::BN / 8][4
 #pragma unroll
     for (int kk = 0; kk < C::BN / 16; kk++) {
         uint32_t a[C::MT][4];
-#pragma unroll
-        for (int mt = 0; mt < C::MT; mt++) {
-            float(*x)[4] = s[mt] + 2 * kk;
-            a[mt][0] = pack2<T>(x[0][0], x[0][1]);
-            a[mt][1] = pack2<T>(x[0][2], x[0][3]);
-            a[mt][2] = pack2<T>(x[1][0], x[1][1]);
-            a[mt][3] = pack2<T>(x[1][2], x[1][3]);
-        }
+        p_frags<C, T>(s, kk, a);
 #pragma unroll
         for (int f2 = 0; f2 < C::DV / 16; f2++) {
             uint32_t b[4];
@@ -571,21 +578,14 @@ __device__ __forceinline__ void pv_block(const char *sv, float (*s)[C::BN / 8][4
 // of b16 pairs gives a thread, per 8 keys and 16 features, keys 2t and 2t + 1 of features 2g and 2g + 1 (g = lane / 4,
 // t = lane % 4); one byte permute pairs the keys of each feature, and one cvt.f16x2 each makes the B fragment of
 // feature 2g (an n8 tile of the chunk's even features) and of 2g + 1 (its odd ones). So O's n8 tile 2q + e holds
-// features 16 q + 2 n + e (n its column), which store_rows puts back in order (o_feature).
+// features 16 q + 2 n + e (n its column), which store_rows puts back in order (out_pairs).
 template <class C, bool E5M2>
 __device__ __forceinline__ void pv_block_fp8(const char *sv8, float (*s)[C::BN / 8][4], float (*o)[C::DV / 8][4]) {
     int lane = threadIdx.x % 32;
 #pragma unroll
     for (int kk = 0; kk < C::BN / 16; kk++) {
         uint32_t a[C::MT][4];
-#pragma unroll
-        for (int mt = 0; mt < C::MT; mt++) {
-            float(*x)[4] = s[mt] + 2 * kk;
-            a[mt][0] = pack2<__half>(x[0][0], x[0][1]);
-            a[mt][1] = pack2<__half>(x[0][2], x[0][3]);
-            a[mt][2] = pack2<__half>(x[1][0], x[1][1]);
-            a[mt][3] = pack2<__half>(x[1][2], x[1][3]);
-        }
+        p_frags<C, __half>(s, kk, a);
 #pragma unroll
         for (int c2 = 0; c2 < C::DV / 32; c2++) { // chunks 2 c2, 2 c2 + 1 (16 fp8 features each)
             uint32_t v[4]; // keys 0-7 / 8-15 of chunk 2 c2, then of chunk 2 c2 + 1
@@ -642,6 +642,35 @@ __device__ __forceinline__ void store_lse(const fc_problem &p, const fwd_tile &t
     p.lse[(int64_t)t.b * p.lse_sb + (int64_t)h * p.lse_sh + (t.s.q_row0 + r) * p.lse_sr] = lse;
 }
 
+// Configs whose O tiles hold pv_block_fp8's feature order: fwd_cfg's of an fp8 cache (O_FP8_ORDER), not wg_cfg's
+// (FP8 attention's wgmma P·V keeps the natural order).
+template <class C, class = void> struct o_fp8_order {
+    static constexpr bool value = false;
+};
+template <class C> struct o_fp8_order<C, decltype(void(C::O_FP8_ORDER))> {
+    static constexpr bool value = C::O_FP8_ORDER;
+};
+
+// put(c, x, y) for each pair of output features c, c + 1 that this thread holds in row slot k, up to d_v (fp8 caches:
+// pv_block_fp8's tiles 2q, 2q + 1 hold features 16 q + 4 t + {0, 2} and {1, 3}, put back in order here).
+template <class C, class Put>
+__device__ __forceinline__ void out_pairs(float (*o)[C::DV / 8][4], int k, int d_v, Put put) {
+    int t = threadIdx.x % 4, mt = k / 2, half = k % 2;
+    if constexpr (o_fp8_order<C>::value) {
+#pragma unroll
+        for (int q = 0; q < C::DV / 16; q++)
+            if (q * 16 < d_v) {
+                const float *e = o[mt][2 * q] + 2 * half, *d = o[mt][2 * q + 1] + 2 * half;
+                put(q * 16 + 4 * t, e[0], d[0]);
+                put(q * 16 + 4 * t + 2, e[1], d[1]);
+            }
+    } else {
+#pragma unroll
+        for (int f = 0; f < C::DV / 8; f++)
+            if (f * 8 < d_v) put(f * 8 + 2 * t, o[mt][f][2 * half], o[mt][f][2 * half + 1]);
+    }
+}
+
 // out_scale: v_descale of an fp8 cache (P·V ran on the values as stored), else 1.
 template <class C>
 __device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, float (*o)[C::DV / 8][4],
@@ -650,7 +679,6 @@ __device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws w
     int lane = threadIdx.x % 32;
 #pragma unroll
     for (int k = 0; k < C::ROWS; k++) {
-        int mt = k / 2, half = k % 2;
         float sum;
         float lse = softmax_finish(st[k], &sum);
         int pm = t.m0 + slot_row<C>(k);
@@ -660,39 +688,11 @@ __device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws w
         int64_t g = fc_global_row(&p, &t.s, t.b, r);
         if (ws.splits > 1) {
             float *dst = ws.part_out + (((int64_t)t.split * p.total_q + g) * p.h_q + h) * p.d_v;
-            if constexpr (C::FP8) { // pv_block_fp8's order: tiles 2q, 2q + 1 hold features 16 q + 4 t + {0, 2} / {1, 3}
-#pragma unroll
-                for (int q = 0; q < C::DV / 16; q++)
-                    if (q * 16 < p.d_v) {
-                        const float *e = o[mt][2 * q] + 2 * half, *d = o[mt][2 * q + 1] + 2 * half;
-                        *(float2 *)(dst + q * 16 + 4 * (lane % 4)) = make_float2(e[0] * inv, d[0] * inv);
-                        *(float2 *)(dst + q * 16 + 4 * (lane % 4) + 2) = make_float2(e[1] * inv, d[1] * inv);
-                    }
-            } else {
-#pragma unroll
-                for (int f = 0; f < C::DV / 8; f++)
-                    if (f * 8 < p.d_v)
-                        *(float2 *)(dst + f * 8 + 2 * (lane % 4)) =
-                            make_float2(o[mt][f][2 * half] * inv, o[mt][f][2 * half + 1] * inv);
-            }
+            out_pairs<C>(o, k, p.d_v, [&](int c, float x, float y) { *(float2 *)(dst + c) = make_float2(x * inv, y * inv); });
             if (lane % 4 == 0) ws.part_lse[((int64_t)t.split * p.total_q + g) * p.h_q + h] = lse;
         } else {
             T *dst = (T *)p.out.data + fc_q_row_offset(&p.out, &t.s, t.b, r) + h * p.out.sh;
-            if constexpr (C::FP8) {
-#pragma unroll
-                for (int q = 0; q < C::DV / 16; q++)
-                    if (q * 16 < p.d_v) {
-                        const float *e = o[mt][2 * q] + 2 * half, *d = o[mt][2 * q + 1] + 2 * half;
-                        *(uint32_t *)(dst + q * 16 + 4 * (lane % 4)) = pack2<T>(e[0] * inv, d[0] * inv);
-                        *(uint32_t *)(dst + q * 16 + 4 * (lane % 4) + 2) = pack2<T>(e[1] * inv, d[1] * inv);
-                    }
-            } else {
-#pragma unroll
-                for (int f = 0; f < C::DV / 8; f++)
-                    if (f * 8 < p.d_v)
-                        *(uint32_t *)(dst + f * 8 + 2 * (lane % 4)) =
-                            pack2<T>(o[mt][f][2 * half] * inv, o[mt][f][2 * half + 1] * inv);
-            }
+            out_pairs<C>(o, k, p.d_v, [&](int c, float x, float y) { *(uint32_t *)(dst + c) = pack2<T>(x * inv, y * inv); });
             if (p.lse && lane % 4 == 0) store_lse(p, t, r, h, lse);
         }
     }
