@@ -445,15 +445,21 @@ __device__ __forceinline__ void load_q_frags(const char *sq, uint32_t (*qf)[4]) 
         ldmatrix_x4(qf[kk], sq + swz_offset(row_warp<C>() * 16 + lane % 16, kk * 2 + lane / 16, C::DPITCH));
 }
 
+// The score accumulators of a block, zeroed before its Q K^T.
+template <class C>
+__device__ __forceinline__ void zero_scores(float (*s)[C::BN / 8][4]) {
+#pragma unroll
+    for (int mt = 0; mt < C::MT; mt++)
+#pragma unroll
+        for (int f = 0; f < C::BN / 8; f++) s[mt][f][0] = s[mt][f][1] = s[mt][f][2] = s[mt][f][3] = 0.0f;
+}
+
 // s = Q(this warp's 16 MT rows) · K(block)^T; Q from registers (qf) when C::Q_REGS, else shared memory.
 template <class C>
 __device__ __forceinline__ void qk_block(const char *sq, const uint32_t (*qf)[4], const char *sk,
                                          float (*s)[C::BN / 8][4]) {
     int lane = threadIdx.x % 32, warp = row_warp<C>();
-#pragma unroll
-    for (int mt = 0; mt < C::MT; mt++)
-#pragma unroll
-        for (int f = 0; f < C::BN / 8; f++) s[mt][f][0] = s[mt][f][1] = s[mt][f][2] = s[mt][f][3] = 0.0f;
+    zero_scores<C>(s);
 #pragma unroll
     for (int kk = 0; kk < C::D / 16; kk++) {
         uint32_t a[C::MT][4];
@@ -508,10 +514,7 @@ __device__ __forceinline__ void qk_block_fp8(const char *sq, const uint32_t (*qf
                                              float (*s)[C::BN / 8][4]) {
     static_assert(C::D % 64 == 0, "fp8 K fragments: whole 64-feature groups");
     int lane = threadIdx.x % 32;
-#pragma unroll
-    for (int mt = 0; mt < C::MT; mt++)
-#pragma unroll
-        for (int f = 0; f < C::BN / 8; f++) s[mt][f][0] = s[mt][f][1] = s[mt][f][2] = s[mt][f][3] = 0.0f;
+    zero_scores<C>(s);
 #pragma unroll
     for (int h = 0; h < C::D / 64; h++) {
         uint32_t a[C::MT][4][4];
