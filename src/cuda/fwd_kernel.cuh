@@ -27,10 +27,10 @@
 // Prefill (NWARPS row warps): the warps split the tile's rows and share every K/V block. Decode
 // (NWARPS = 1, KW key warps): each warp takes every row of the tile against its own part of the keys,
 // through its own pipeline (stages, row table), and the warps merge their states at the end.
-// KV_: the cache's element type, T_ or (decode) an fp8 byte: the stages then hold the rows as stored and each
-// landed block is converted into the M tile that the MMAs read, K then V through one buffer (convert_block). M, the MMAs'
-// operand type: T, or fp16 for an fp8 cache (one conversion instruction per two fp8 values; bf16 queries are
-// converted to fp16 once per tile with a power-of-two scale, q_to_f16).
+// KV_: the cache's element type, T_ or (decode) an fp8 byte: the stages then hold the rows as stored and the MMAs take
+// K's and V's fragments straight from them, each fp8 pair converted to fp16 in registers (qk_block_fp8, pv_block_fp8).
+// M, the MMAs' operand type: T, or fp16 for an fp8 cache (bf16 queries are converted to fp16 once per tile with a
+// power-of-two scale, q_to_f16).
 template <typename T_, int D_, int DV_, int NWARPS_, int BN_, int STAGES_, int MT_, int KW_ = 1, typename KV_ = T_>
 struct fwd_cfg {
     typedef T_ T;
@@ -46,20 +46,16 @@ struct fwd_cfg {
     static constexpr int Q_BYTES = BM * DPITCH * 16;
     static constexpr int K_BYTES = BN * DPITCH * 16, V_BYTES = BN * DVPITCH * 16; // the tiles the MMAs read
     static constexpr bool FP8 = sizeof(KV_) == 1;
+    static constexpr bool O_FP8_ORDER = FP8;                                  // O in pv_block_fp8's feature order
     typedef typename std::conditional<FP8, __half, T_>::type M;               // the MMAs' operand type
     static constexpr int KB = sizeof(KV_);                                    // bytes per K/V element as stored
     static constexpr int DCH_KV = D * KB / 16, DVCH_KV = DV * KB / 16;       // 16-byte chunks per row as stored
     static constexpr int DPITCH_KV = (DCH_KV + 7) / 8 * 8, DVPITCH_KV = (DVCH_KV + 7) / 8 * 8;
     static constexpr int KS_BYTES = BN * DPITCH_KV * 16, VS_BYTES = BN * DVPITCH_KV * 16; // a block as stored
     static constexpr int STAGE_BYTES = KS_BYTES + VS_BYTES;
-    static constexpr int CVT_BYTES = FP8 ? (K_BYTES > V_BYTES ? K_BYTES : V_BYTES) : 0; // fp8: K, then V, as M
-    // One warp holding Q in registers (read from shared memory before the key loop): the conversion buffer
-    // takes Q's shared memory (4 KB less per CTA: 8 CTAs per SM instead of 7 at d 128, PERF.md step 57).
-    static constexpr bool CVT_IN_Q = FP8 && KW == 1 && Q_REGS;
-    static constexpr int QC_BYTES = CVT_IN_Q && CVT_BYTES > Q_BYTES ? CVT_BYTES : Q_BYTES; // Q (and cvt)
     static constexpr int ROWS_BYTES = 2 * BN * 8;                           // the row table (K and V)
-    static constexpr int PIPE_BYTES = STAGES * STAGE_BYTES + (CVT_IN_Q ? 0 : CVT_BYTES) + ROWS_BYTES; // one pipeline
-    static constexpr int SMEM_BYTES = QC_BYTES + KW * PIPE_BYTES;
+    static constexpr int PIPE_BYTES = STAGES * STAGE_BYTES + ROWS_BYTES;     // one pipeline
+    static constexpr int SMEM_BYTES = Q_BYTES + KW * PIPE_BYTES;
     static_assert(STAGES >= 2, "at least double buffering");
     static_assert(KW == 1 || NWARPS == 1, "key warps only in the one-row-warp (decode) config");
     static_assert(KB == sizeof(T_) || (KB == 1 && D % 16 == 0 && DV % 16 == 0), "fp8 rows: whole 16-byte chunks");
@@ -221,13 +217,21 @@ __device__ __forceinline__ void write_row_table(const fc_problem &p, const fwd_t
     }
 }
 
+// The fp8 K stage's swizzle (the rows as stored, read straight into K's fragments by qk_block_fp8): the XOR of rows
+// 2m and 2m + 1 differs in bit 2, so a quarter warp reading chunk t (0-3) of both rows reads 8 distinct bank groups
+// (swz_offset's row & 7 would put rows 2m and 2m + 1 on the same four).
+__device__ __forceinline__ uint32_t swz_k8_offset(int row, int chunk, int chunks) {
+    return (uint32_t)(row * chunks + (chunk ^ ((row & 1) << 2 | (row >> 1 & 3)))) * 16u;
+}
+
 // One block of BN rows x CH 16-byte chunks of K or V (the first `used` of them read), from the row table
 // (element offsets; C::KB bytes each), zero-filled past the end. When CH divides the thread count, each thread
 // keeps one chunk column (c = tid % CH) and walks rows tid / CH, + THREADS / CH, ...: a table read, an add
 // and the copy per chunk.
-template <class C, int CH, int PITCH>
+template <class C, int CH, int PITCH, bool K8 = false>
 __device__ __forceinline__ void load_kv(const void *base, const int64_t *rows, char *dst, int used) {
     const char *src = (const char *)base;
+    auto offset = [](int r, int c) { return K8 ? swz_k8_offset(r, c, PITCH) : swz_offset(r, c, PITCH); };
     if constexpr (C::LOADERS % CH == 0) {
         constexpr int STEP = C::LOADERS / CH;
         int c = pipe_tid<C>() % CH, r0 = pipe_tid<C>() / CH;
@@ -236,7 +240,7 @@ __device__ __forceinline__ void load_kv(const void *base, const int64_t *rows, c
         for (int r = r0; r < C::BN; r += STEP) {
             int64_t off = rows[r];
             bool valid = off >= 0 && col;
-            cp_async_16(dst + swz_offset(r, c, PITCH), src + (valid ? off * C::KB + c * 16 : 0), valid);
+            cp_async_16(dst + offset(r, c), src + (valid ? off * C::KB + c * 16 : 0), valid);
         }
     } else {
 #pragma unroll 4
@@ -244,7 +248,7 @@ __device__ __forceinline__ void load_kv(const void *base, const int64_t *rows, c
             int row = i / CH, c = i % CH;
             int64_t off = rows[row];
             bool valid = off >= 0 && c < used;
-            cp_async_16(dst + swz_offset(row, c, PITCH), src + (valid ? off * C::KB + c * 16 : 0), valid);
+            cp_async_16(dst + offset(row, c), src + (valid ? off * C::KB + c * 16 : 0), valid);
         }
     }
 }
@@ -261,7 +265,7 @@ __device__ __forceinline__ void issue_block(const fc_problem &p, const fwd_tile 
         L = L2;
         locate_rows<C>(p, t, it + 2, n_blocks, L2); // page-table reads two blocks ahead, in flight meanwhile
         pipe_sync<C>();
-        load_kv<C, C::DCH_KV, C::DPITCH_KV>(p.k.data, rows, stage, p.d * C::KB / 16);
+        load_kv<C, C::DCH_KV, C::DPITCH_KV, C::FP8>(p.k.data, rows, stage, p.d * C::KB / 16);
         load_kv<C, C::DVCH_KV, C::DVPITCH_KV>(p.v.data, rows + C::BN, stage + C::KS_BYTES, p.d_v * C::KB / 16);
     }
     cp_async_commit();
@@ -316,10 +320,21 @@ __device__ void warm_first_blocks(const fc_problem &p, int splits) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// fp8 caches: a landed block (rows as stored, fp8) into the fp16 tiles the MMAs read (C::M). Every e4m3
-// and e5m2 value is exactly an fp16 value, so the MMAs see the cache's values unrounded; the
-// dequantisation scales are applied to the scores and the output instead (k_descale in score_consts'
-// mul, v_descale in store_rows).
+// fp8 caches: fp16 fragments (C::M) from a landed block's rows as stored, converted in registers. Every e4m3 and e5m2
+// value is exactly an fp16 value, so the MMAs see the cache's values unrounded; the dequantisation scales are applied
+// to the scores and the output instead (k_descale in score_consts' mul, v_descale in store_rows).
+
+// 4 fp8 values (bytes 0-3 of x) as two fp16 pairs: bytes 0, 1 into lo, bytes 2, 3 into hi (F2FP reads each half of
+// x in place, as fp8x16_to_f16 does).
+template <bool E5M2>
+__device__ __forceinline__ void fp8x4_to_f16_pairs(uint32_t x, uint32_t &lo, uint32_t &hi) {
+    if constexpr (E5M2)
+        asm("{.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e5m2x2 %0, l;\n\tcvt.rn.f16x2.e5m2x2 %1, h;}"
+            : "=r"(lo), "=r"(hi) : "r"(x));
+    else
+        asm("{.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;}"
+            : "=r"(lo), "=r"(hi) : "r"(x));
+}
 
 // 16 fp8 values (one 16-byte chunk, element 0 in the low byte) as 16 fp16 values in two 16-byte chunks:
 // one cvt.rn.f16x2 per pair, each word's two pairs split by mov.b32 in PTX, so that F2FP reads the high pair in place
@@ -329,69 +344,9 @@ __device__ __forceinline__ void fp8x16_to_f16(uint4 x, uint4 &lo, uint4 &hi) {
     const uint32_t in[4] = {x.x, x.y, x.z, x.w};
     uint32_t out[8];
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        if constexpr (E5M2)
-            asm("{.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e5m2x2 %0, l;\n\tcvt.rn.f16x2.e5m2x2 %1, h;}"
-                : "=r"(out[2 * i]), "=r"(out[2 * i + 1]) : "r"(in[i]));
-        else
-            asm("{.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;}"
-                : "=r"(out[2 * i]), "=r"(out[2 * i + 1]) : "r"(in[i]));
-    }
+    for (int i = 0; i < 4; i++) fp8x4_to_f16_pairs<E5M2>(in[i], out[2 * i], out[2 * i + 1]);
     lo = make_uint4(out[0], out[1], out[2], out[3]);
     hi = make_uint4(out[4], out[5], out[6], out[7]);
-}
-
-// Conversion item i (16 fp8 bytes) -> (row r, chunk c), so that the 8 threads of each quarter warp read 8 distinct
-// 16-byte bank groups of the landed rows (swz_offset: chunk ^ row) and write 8 distinct ones of the fp16 rows (chunks
-// 2c and 2c + 1). Row-major order (r = i / CH) wrote chunks 0, 2, .., 14 of one row from 8 threads: 4 bank groups,
-// every store twice the wavefronts (ncu, b32 x 32k: 8.6-way conflicts, shared memory 81% busy; PERF.md step 131).
-// CH a multiple of 8: a quarter warp takes rows r, r + 1 (r even), half of each row's 8-chunk group, opposite halves;
-// CH 4: rows r and r ^ 5 of a group of 8 (their swizzles differ in bit 2 for reads and in parity for writes).
-template <int CH>
-__device__ __forceinline__ void convert_item(int i, int &r, int &c) {
-    static_assert(CH % 8 == 0 || CH == 4, "fp8 rows of 64 bytes or multiples of 128");
-    if constexpr (CH == 4) {
-        int q = i >> 3, j = i & 7, pr = q & 3;
-        r = (q >> 2) * 8 + (j < 4 ? pr : pr ^ 5);
-        c = j & 3;
-    } else {
-        int q = i >> 4, j = i & 15, odd = (j >> 2) & 1;
-        r = q / (CH / 8) * 2 + odd;
-        c = q % (CH / 8) * 8 + (j & 3) + 4 * (odd ^ (j >> 3));
-    }
-}
-
-// BN rows of CH fp8 chunks (swizzled pitch PIN) into BN rows of 2 CH fp16 chunks (pitch POUT), by the
-// threads of this pipeline.
-template <class C, int CH, int PIN, int POUT, bool E5M2>
-__device__ __forceinline__ void convert_rows(const char *in, char *out) {
-    static_assert(C::BN % 8 == 0 && C::LOADERS % 32 == 0, "whole quarter warps over whole row groups");
-    static_assert(C::BN * CH % C::LOADERS == 0 && C::LOADERS % (CH == 4 ? 32 : 2 * CH) == 0,
-                  "every thread the same items, item i + LOADERS that of item i LOADERS / CH rows down");
-    // A thread's items: one chunk c, rows r0 + k LOADERS / CH; unrolled whole, so each item's addresses are the
-    // first's plus constants but for the swizzle's row & 7, where the mapping was computed an item (PERF.md step 134).
-    int r0, c;
-    convert_item<CH>(pipe_tid<C>(), r0, c);
-#pragma unroll
-    for (int k = 0; k < C::BN * CH / C::LOADERS; k++) {
-        int r = r0 + k * (C::LOADERS / CH);
-        uint4 lo, hi;
-        fp8x16_to_f16<E5M2>(*(const uint4 *)(in + swz_offset(r, c, PIN)), lo, hi);
-        *(uint4 *)(out + swz_offset(r, 2 * c, POUT)) = lo;
-        *(uint4 *)(out + swz_offset(r, 2 * c + 1, POUT)) = hi;
-    }
-}
-
-// A landed block's K (V false) or V rows, fp8 as stored, into the M tile the MMAs read (cvt: one buffer
-// for both, K converted before Q K^T and V after it, so the stages take the bytes a second tile would).
-template <class C, bool V>
-__device__ __forceinline__ void convert_block(const fc_problem &p, const char *stage, char *cvt) {
-    constexpr int CH = V ? C::DVCH_KV : C::DCH_KV, PIN = V ? C::DVPITCH_KV : C::DPITCH_KV, POUT = V ? C::DVPITCH : C::DPITCH;
-    const char *in = V ? stage + C::KS_BYTES : stage;
-    if (p.kv_dtype == FC_E5M2)
-        convert_rows<C, CH, PIN, POUT, true>(in, cvt);
-    else
-        convert_rows<C, CH, PIN, POUT, false>(in, cvt);
 }
 
 // bf16 queries against an fp8 cache: the Q tile (in shared memory, after rotary) converted in place to
@@ -490,15 +445,21 @@ __device__ __forceinline__ void load_q_frags(const char *sq, uint32_t (*qf)[4]) 
         ldmatrix_x4(qf[kk], sq + swz_offset(row_warp<C>() * 16 + lane % 16, kk * 2 + lane / 16, C::DPITCH));
 }
 
+// The score accumulators of a block, zeroed before its Q K^T.
+template <class C>
+__device__ __forceinline__ void zero_scores(float (*s)[C::BN / 8][4]) {
+#pragma unroll
+    for (int mt = 0; mt < C::MT; mt++)
+#pragma unroll
+        for (int f = 0; f < C::BN / 8; f++) s[mt][f][0] = s[mt][f][1] = s[mt][f][2] = s[mt][f][3] = 0.0f;
+}
+
 // s = Q(this warp's 16 MT rows) · K(block)^T; Q from registers (qf) when C::Q_REGS, else shared memory.
 template <class C>
 __device__ __forceinline__ void qk_block(const char *sq, const uint32_t (*qf)[4], const char *sk,
                                          float (*s)[C::BN / 8][4]) {
     int lane = threadIdx.x % 32, warp = row_warp<C>();
-#pragma unroll
-    for (int mt = 0; mt < C::MT; mt++)
-#pragma unroll
-        for (int f = 0; f < C::BN / 8; f++) s[mt][f][0] = s[mt][f][1] = s[mt][f][2] = s[mt][f][3] = 0.0f;
+    zero_scores<C>(s);
 #pragma unroll
     for (int kk = 0; kk < C::D / 16; kk++) {
         uint32_t a[C::MT][4];
@@ -522,6 +483,78 @@ __device__ __forceinline__ void qk_block(const char *sq, const uint32_t (*qf)[4]
     }
 }
 
+// fp8 caches: K's fragments straight from the stage (rows as stored), no fp16 copy of K. The product runs over the
+// features in another order, the same for Q and K: k-step kk = 4 h + j of a thread (lane % 4 = t) holds features
+// 64 h + 16 t + 4 j + {0, 1} (the MMA's k slots 2t, 2t + 1) and + {2, 3} (slots 2t + 8, 2t + 9). So a thread's K
+// fragments of a key row and 4 k-steps are one 16-byte chunk (4 h + t) of the row, 8 cvt.f16x2 (fp8x16_to_f16), and
+// its Q fragments of 4 k-steps are two 16-byte chunks of each of its two rows.
+// A fragments of k-steps 4 h .. 4 h + 3 of m16 tile mt (Q in fp16, swizzled rows of DPITCH chunks) in that order.
+template <class C>
+__device__ __forceinline__ void q_frags_fp8(const char *sq, int mt, int h, uint32_t (*a)[4]) {
+    int lane = threadIdx.x % 32, r = (row_warp<C>() * C::MT + mt) * 16 + lane / 4, t = lane % 4;
+#pragma unroll
+    for (int half = 0; half < 2; half++) { // rows r, r + 8: a[.][0 / 2] and a[.][1 / 3]
+        uint4 x = *(const uint4 *)(sq + swz_offset(r + 8 * half, 8 * h + 2 * t, C::DPITCH));     // k-steps 0, 1
+        uint4 y = *(const uint4 *)(sq + swz_offset(r + 8 * half, 8 * h + 2 * t + 1, C::DPITCH)); // k-steps 2, 3
+        a[0][half] = x.x, a[0][2 + half] = x.y, a[1][half] = x.z, a[1][2 + half] = x.w;
+        a[2][half] = y.x, a[2][2 + half] = y.y, a[3][half] = y.z, a[3][2 + half] = y.w;
+    }
+}
+
+// This warp's Q fragments in the fp8 order (one m16 tile, all of d), loaded once when C::Q_REGS.
+template <class C>
+__device__ __forceinline__ void load_q_frags_fp8(const char *sq, uint32_t (*qf)[4]) {
+#pragma unroll
+    for (int h = 0; h < C::D / 64; h++) q_frags_fp8<C>(sq, 0, h, qf + 4 * h);
+}
+
+// s = Q · K(block)^T, K from the fp8 stage (swz_k8_offset), Q from qf (C::Q_REGS) or shared memory, in the fp8 order.
+template <class C, bool E5M2>
+__device__ __forceinline__ void qk_block_fp8(const char *sq, const uint32_t (*qf)[4], const char *sk8,
+                                             float (*s)[C::BN / 8][4]) {
+    static_assert(C::D % 64 == 0, "fp8 K fragments: whole 64-feature groups");
+    int lane = threadIdx.x % 32;
+    zero_scores<C>(s);
+#pragma unroll
+    for (int h = 0; h < C::D / 64; h++) {
+        uint32_t a[C::MT][4][4];
+#pragma unroll
+        for (int mt = 0; mt < C::MT; mt++) {
+            if constexpr (C::Q_REGS)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) a[mt][j][i] = qf[4 * h + j][i];
+            else
+                q_frags_fp8<C>(sq, mt, h, a[mt]);
+        }
+#pragma unroll
+        for (int f = 0; f < C::BN / 8; f++) {
+            uint4 lo, hi;
+            fp8x16_to_f16<E5M2>(*(const uint4 *)(sk8 + swz_k8_offset(f * 8 + lane / 4, 4 * h + lane % 4, C::DPITCH_KV)),
+                                lo, hi);
+            const uint32_t b[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int mt = 0; mt < C::MT; mt++) mma_16x8x16<typename C::M>(s[mt][f], a[mt][j], b + 2 * j);
+        }
+    }
+}
+
+// P's A fragments of k-step kk (keys 16 kk .. 16 kk + 15) from the scores, rounded to T.
+template <class C, typename T>
+__device__ __forceinline__ void p_frags(float (*s)[C::BN / 8][4], int kk, uint32_t (*a)[4]) {
+#pragma unroll
+    for (int mt = 0; mt < C::MT; mt++) {
+        float(*x)[4] = s[mt] + 2 * kk;
+        a[mt][0] = pack2<T>(x[0][0], x[0][1]);
+        a[mt][1] = pack2<T>(x[0][2], x[0][3]);
+        a[mt][2] = pack2<T>(x[1][0], x[1][1]);
+        a[mt][3] = pack2<T>(x[1][2], x[1][3]);
+    }
+}
+
 // o += P(16 MT x BN, from s, rounded to M) · V(block).
 template <class C>
 __device__ __forceinline__ void pv_block(const char *sv, float (*s)[C::BN / 8][4], float (*o)[C::DV / 8][4]) {
@@ -530,14 +563,7 @@ __device__ __forceinline__ void pv_block(const char *sv, float (*s)[C::BN / 8][4
 #pragma unroll
     for (int kk = 0; kk < C::BN / 16; kk++) {
         uint32_t a[C::MT][4];
-#pragma unroll
-        for (int mt = 0; mt < C::MT; mt++) {
-            float(*x)[4] = s[mt] + 2 * kk;
-            a[mt][0] = pack2<T>(x[0][0], x[0][1]);
-            a[mt][1] = pack2<T>(x[0][2], x[0][3]);
-            a[mt][2] = pack2<T>(x[1][0], x[1][1]);
-            a[mt][3] = pack2<T>(x[1][2], x[1][3]);
-        }
+        p_frags<C, T>(s, kk, a);
 #pragma unroll
         for (int f2 = 0; f2 < C::DV / 16; f2++) {
             uint32_t b[4];
@@ -546,6 +572,39 @@ __device__ __forceinline__ void pv_block(const char *sv, float (*s)[C::BN / 8][4
             for (int mt = 0; mt < C::MT; mt++) {
                 mma_16x8x16<T>(o[mt][2 * f2], a[mt], b);
                 mma_16x8x16<T>(o[mt][2 * f2 + 1], a[mt], b + 2);
+            }
+        }
+    }
+}
+
+// fp8 caches: o += P · V(block), V's fragments straight from the fp8 stage (rows as stored, swz_offset). ldmatrix.trans
+// of b16 pairs gives a thread, per 8 keys and 16 features, keys 2t and 2t + 1 of features 2g and 2g + 1 (g = lane / 4,
+// t = lane % 4); one byte permute pairs the keys of each feature, and one cvt.f16x2 each makes the B fragment of
+// feature 2g (an n8 tile of the chunk's even features) and of 2g + 1 (its odd ones). So O's n8 tile 2q + e holds
+// features 16 q + 2 n + e (n its column), which store_rows puts back in order (out_pairs).
+template <class C, bool E5M2>
+__device__ __forceinline__ void pv_block_fp8(const char *sv8, float (*s)[C::BN / 8][4], float (*o)[C::DV / 8][4]) {
+    int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int kk = 0; kk < C::BN / 16; kk++) {
+        uint32_t a[C::MT][4];
+        p_frags<C, __half>(s, kk, a);
+#pragma unroll
+        for (int c2 = 0; c2 < C::DV / 32; c2++) { // chunks 2 c2, 2 c2 + 1 (16 fp8 features each)
+            uint32_t v[4]; // keys 0-7 / 8-15 of chunk 2 c2, then of chunk 2 c2 + 1
+            ldmatrix_x4_trans(v, sv8 + swz_offset(kk * 16 + lane % 8 + 8 * ((lane / 8) % 2), 2 * c2 + lane / 16, C::DVPITCH_KV));
+#pragma unroll
+            for (int m = 0; m < 2; m++) {
+                uint32_t k0 = __byte_perm(v[2 * m], 0, 0x3120), k8 = __byte_perm(v[2 * m + 1], 0, 0x3120);
+                uint32_t even[2], odd[2]; // (keys 2t, 2t + 1; 2t + 8, 2t + 9) of features 2g, then 2g + 1
+                fp8x4_to_f16_pairs<E5M2>(k0, even[0], odd[0]);
+                fp8x4_to_f16_pairs<E5M2>(k8, even[1], odd[1]);
+                int q = 2 * c2 + m;
+#pragma unroll
+                for (int mt = 0; mt < C::MT; mt++) {
+                    mma_16x8x16<__half>(o[mt][2 * q], a[mt], even);
+                    mma_16x8x16<__half>(o[mt][2 * q + 1], a[mt], odd);
+                }
             }
         }
     }
@@ -586,6 +645,35 @@ __device__ __forceinline__ void store_lse(const fc_problem &p, const fwd_tile &t
     p.lse[(int64_t)t.b * p.lse_sb + (int64_t)h * p.lse_sh + (t.s.q_row0 + r) * p.lse_sr] = lse;
 }
 
+// Configs whose O tiles hold pv_block_fp8's feature order: fwd_cfg's of an fp8 cache (O_FP8_ORDER), not wg_cfg's
+// (FP8 attention's wgmma P·V keeps the natural order).
+template <class C, class = void> struct o_fp8_order {
+    static constexpr bool value = false;
+};
+template <class C> struct o_fp8_order<C, decltype(void(C::O_FP8_ORDER))> {
+    static constexpr bool value = C::O_FP8_ORDER;
+};
+
+// put(c, x, y) for each pair of output features c, c + 1 that this thread holds in row slot k, up to d_v (fp8 caches:
+// pv_block_fp8's tiles 2q, 2q + 1 hold features 16 q + 4 t + {0, 2} and {1, 3}, put back in order here).
+template <class C, class Put>
+__device__ __forceinline__ void out_pairs(float (*o)[C::DV / 8][4], int k, int d_v, Put put) {
+    int t = threadIdx.x % 4, mt = k / 2, half = k % 2;
+    if constexpr (o_fp8_order<C>::value) {
+#pragma unroll
+        for (int q = 0; q < C::DV / 16; q++)
+            if (q * 16 < d_v) {
+                const float *e = o[mt][2 * q] + 2 * half, *d = o[mt][2 * q + 1] + 2 * half;
+                put(q * 16 + 4 * t, e[0], d[0]);
+                put(q * 16 + 4 * t + 2, e[1], d[1]);
+            }
+    } else {
+#pragma unroll
+        for (int f = 0; f < C::DV / 8; f++)
+            if (f * 8 < d_v) put(f * 8 + 2 * t, o[mt][f][2 * half], o[mt][f][2 * half + 1]);
+    }
+}
+
 // out_scale: v_descale of an fp8 cache (P·V ran on the values as stored), else 1.
 template <class C>
 __device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, float (*o)[C::DV / 8][4],
@@ -594,7 +682,6 @@ __device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws w
     int lane = threadIdx.x % 32;
 #pragma unroll
     for (int k = 0; k < C::ROWS; k++) {
-        int mt = k / 2, half = k % 2;
         float sum;
         float lse = softmax_finish(st[k], &sum);
         int pm = t.m0 + slot_row<C>(k);
@@ -604,19 +691,11 @@ __device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws w
         int64_t g = fc_global_row(&p, &t.s, t.b, r);
         if (ws.splits > 1) {
             float *dst = ws.part_out + (((int64_t)t.split * p.total_q + g) * p.h_q + h) * p.d_v;
-#pragma unroll
-            for (int f = 0; f < C::DV / 8; f++)
-                if (f * 8 < p.d_v)
-                    *(float2 *)(dst + f * 8 + 2 * (lane % 4)) =
-                        make_float2(o[mt][f][2 * half] * inv, o[mt][f][2 * half + 1] * inv);
+            out_pairs<C>(o, k, p.d_v, [&](int c, float x, float y) { *(float2 *)(dst + c) = make_float2(x * inv, y * inv); });
             if (lane % 4 == 0) ws.part_lse[((int64_t)t.split * p.total_q + g) * p.h_q + h] = lse;
         } else {
             T *dst = (T *)p.out.data + fc_q_row_offset(&p.out, &t.s, t.b, r) + h * p.out.sh;
-#pragma unroll
-            for (int f = 0; f < C::DV / 8; f++)
-                if (f * 8 < p.d_v)
-                    *(uint32_t *)(dst + f * 8 + 2 * (lane % 4)) =
-                        pack2<T>(o[mt][f][2 * half] * inv, o[mt][f][2 * half + 1] * inv);
+            out_pairs<C>(o, k, p.d_v, [&](int c, float x, float y) { *(uint32_t *)(dst + c) = pack2<T>(x * inv, y * inv); });
             if (p.lse && lane % 4 == 0) store_lse(p, t, r, h, lse);
         }
     }
@@ -670,9 +749,8 @@ __device__ void merge_key_warps(float (*o)[C::DV / 8][4], row_softmax *st, char 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__ fc_problem p, fc_split_ws ws) {
     extern __shared__ __align__(128) char smem[];
-    char *sq = smem, *stages = smem + C::QC_BYTES + (C::KW > 1 ? threadIdx.x / 32 : 0) * C::PIPE_BYTES;
-    char *cvt = C::CVT_IN_Q ? smem : stages + C::STAGES * C::STAGE_BYTES; // fp8 caches: the block converted
-    int64_t *rows = (int64_t *)(stages + C::STAGES * C::STAGE_BYTES + (C::CVT_IN_Q ? 0 : C::CVT_BYTES));
+    char *sq = smem, *stages = smem + C::Q_BYTES + (C::KW > 1 ? threadIdx.x / 32 : 0) * C::PIPE_BYTES;
+    int64_t *rows = (int64_t *)(stages + C::STAGES * C::STAGE_BYTES);
     FC_STAMP(0);
     if constexpr (C::HEAD_MAJOR) warm_first_blocks<C, C::STAGES - 1>(p, ws.splits);
     pdl_wait();              // launched early (PDL): the previous kernel's writes are visible past here
@@ -731,8 +809,12 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
     // go to the softmax, the scale folded into its exp2 FFMA.
     bool plain = plain_scores<C::FP8>(p, sc);
     uint32_t qf[C::Q_REGS ? C::D / 16 : 1][4];
-    if constexpr (C::Q_REGS) load_q_frags<C>(sq, qf); // (CVT_IN_Q: the loop's first pipe_sync orders these reads
-                                                       // before the first conversion writes over sq)
+    if constexpr (C::Q_REGS) {
+        if constexpr (C::FP8)
+            load_q_frags_fp8<C>(sq, qf);
+        else
+            load_q_frags<C>(sq, qf);
+    }
 
     for (int it = 0; it < n_blocks; it++) {
         int n = t.n_hi - 1 - it;
@@ -743,13 +825,15 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         int ahead = it + C::STAGES - 1;
         issue_block<C>(p, t, ahead, n_blocks, stages + (ahead % C::STAGES) * C::STAGE_BYTES, rows, locs, locs2, &bad);
         const char *stage = stages + (it % C::STAGES) * C::STAGE_BYTES, *sk = stage, *sv = stage + C::KS_BYTES;
-        if constexpr (C::FP8) { // every thread of the pipeline is past block it - 1's reads of cvt (the sync above)
-            convert_block<C, false>(p, stage, cvt);
-            pipe_sync<C>();
-            sk = cvt;
-        }
         float s[C::MT][C::BN / 8][4];
-        qk_block<C>(sq, qf, sk, s);
+        if constexpr (C::FP8) { // K's fragments from the stage as stored
+            if (p.kv_dtype == FC_E5M2)
+                qk_block_fp8<C, true>(sq, qf, sk, s);
+            else
+                qk_block_fp8<C, false>(sq, qf, sk, s);
+        } else {
+            qk_block<C>(sq, qf, sk, s);
+        }
         float mul = 1.0f;
         if (block_needs_mask(sc, t.r_lo, t.r_hi, n * C::BN, C::BN))
             scores_block<C, true>(sc, rs, n, s);
@@ -766,19 +850,20 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         }
         if (__any_sync(0xffffffffu, moved)) // no row max of the warp moved: the output keeps its scale (FA4)
             rescale_rows<C>(o, rescale);
-        if constexpr (C::FP8) { // K's reads of cvt done by every thread of the pipeline, then V into it
-            pipe_sync<C>();
-            convert_block<C, true>(p, stage, cvt); // (the stage: convert_block finds its V)
-            pipe_sync<C>();
-            sv = cvt;
+        if constexpr (C::FP8) { // V's fragments from the stage as stored
+            if (p.kv_dtype == FC_E5M2)
+                pv_block_fp8<C, true>(sv, s, o);
+            else
+                pv_block_fp8<C, false>(sv, s, o);
+        } else {
+            pv_block<C>(sv, s, o);
         }
-        pv_block<C>(sv, s, o);
     }
     cp_async_wait<0>(); // an empty split still issued the Q load
     if ((t.bad && threadIdx.x == 0) || bad) report_sequence(p, t.b, t.bad | bad);
     if (t.bad && t.m0 == 0 && t.split == 0 && t.hk == 0) clear_cut_rows(p, ws, t.b, threadIdx.x, C::THREADS);
     if constexpr (C::KW > 1) {
-        merge_key_warps<C>(o, st, smem + C::QC_BYTES);
+        merge_key_warps<C>(o, st, smem + C::Q_BYTES);
         if (t.kpart > 0) return;
     }
     store_rows<C>(p, t, ws, o, st, out_scale);

@@ -16,12 +16,13 @@
 // 3 stages (53 KB per warp at d 128): one warp per scheduler and ~128 KB of K/V requests in flight per SM.
 // KW = 2 (the warps merge in shared memory) when the tiles alone cannot fill the SMs: half the splits
 // (b32 x 1k: none, no merge kernel); KW = 1 otherwise (longer CTAs, half the waves: b128 x 1k 186 vs 193 us).
-// KV: an fp8 cache's byte (its blocks converted to T in shared memory as they land), else T.
-// fp8 caches with key warps: KW 4 of 2 stages each: a warp's pipeline (~25 KB at d 128) lets
-// two CTAs of four warps share an SM, two warps per scheduler; with one per scheduler the kernel was
-// issue-bound at ~57% of the read ceiling (PERF.md steps 54, 56). KW 1: 2 stages too, its conversion buffer in
-// Q's place: 8 CTAs per SM, so 1024 tiles run in one wave (6 per SM with 3 stages: 1.3 waves; step 57; b128 now
-// takes key warps, launch_decode's threshold being 132 x 8: the two tie at 8k keys). MANY: fp8 key warps where the
+// KV: an fp8 cache's byte (the MMAs' fragments converted from the landed rows in registers), else T.
+// fp8 caches with key warps: KW 4 of 2 stages each: a warp's pipeline (16.5 KB at d 128, the fp8 rows alone since
+// PERF.md step 135) lets three CTAs of four warps share an SM (168 registers), three warps per scheduler; with one
+// per scheduler the kernel was issue-bound at ~57% of the read ceiling (PERF.md steps 54, 56). KW 1: 2 stages too,
+// 8 CTAs per SM by its registers (204; 10 by shared memory, which ctas_per_sm counts), so 1024 tiles run in one wave
+// (6 per SM with 3 stages and a conversion buffer: 1.3 waves; step 57; b128 takes key warps, launch_decode's
+// threshold being 132 x 10). MANY: fp8 key warps where the
 // tiles fill the four-warp CTAs' slots twice or more (b128): KW 2, four CTAs an SM, half the waves (b128 x 1k 137 ->
 // 125 us; where the tiles are fewer, b32 x 1k and b1 lost 3-12%: PERF.md step 123).
 template <typename T, int D, int DV, bool KEY_WARPS, typename KV = T, bool MANY = false> struct decode_cfg {
@@ -29,8 +30,8 @@ template <typename T, int D, int DV, bool KEY_WARPS, typename KV = T, bool MANY 
     static constexpr int KW = !KEY_WARPS ? 1 : FP8 && !MANY ? 4 : 2, STAGES = FP8 ? 2 : 3;
     typedef fwd_cfg<T, D, DV, 1, 32, STAGES, 1, KW, KV> type;
 };
-static_assert(2 * (decode_cfg<__nv_bfloat16, 128, 128, true, unsigned char>::type::SMEM_BYTES + 1024) <= 227 * 1024,
-              "fp8 decode at d 128: two CTAs of four key warps per SM");
+static_assert(3 * (decode_cfg<__nv_bfloat16, 128, 128, true, unsigned char>::type::SMEM_BYTES + 1024) <= 227 * 1024,
+              "fp8 decode at d 128: three CTAs of four key warps per SM");
 static_assert(8 * (decode_cfg<__nv_bfloat16, 128, 128, false, unsigned char>::type::SMEM_BYTES + 1024) <= 227 * 1024,
               "fp8 decode at d 128, one warp per CTA: 8 CTAs per SM (the register limit; 1056 CTAs a wave)");
 // Prefill: the wgmma kernel (fwd_wgmma.cuh) at every head dim the dispatch names: 128-row tiles, key
