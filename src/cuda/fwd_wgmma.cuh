@@ -31,7 +31,8 @@
 // (V = 1: the host's wg_second_config) of 64-key blocks for paged K/V, whose pages TMA can read only in blocks
 // that a page divides or is a multiple of, and for short sequences (512 keys: 8 whole blocks, not 6.4);
 // d 192 / d_v 128 and d 256 have room for one Q buffer only. d 64 has a second config too (V = 1): two
-// consumer warpgroups, for masked calls of up to 1k keys.
+// consumer warpgroups, for masked calls of up to 1k keys; and d 192: 64-key blocks (from 112) for paged K/V of
+// 64-key multiples, which 112-key blocks read by cp.async, and for masked calls of up to 512 keys.
 // LAZY: FlashAttention-4's lazy rescale (softmax_update): measured +4-5% at d 128 and 256 (2k-16k), -2% at
 // d 64, where the block's few FMULs of O cost less than the vote that skips them (docs/PERF.md step 49).
 // O_TMA: the epilogue by TMA store through Q's buffer where the host allows it (wg_store_tma): +5-9% at 512
@@ -101,6 +102,11 @@ template <> struct wg_shape<192, 128> {
 };
 template <> struct wg_shape<192, 192> {
     static constexpr int BN = 112, QBUF = 1;      // 48 KB Q + 2 x (42 + 42) KB K/V (FlashAttention-3's 128 x 112)
+    static constexpr bool LAZY = true, O_TMA = true, LATE_FINISH = true;
+    static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
+};
+template <> struct wg_shape<192, 192, false, 1> { // paged K/V of 64-key multiples (TMA pages) and short masked calls
+    static constexpr int BN = 64, QBUF = 2;       // 2 x 48 KB Q + 2 x (24 + 24) KB K/V
     static constexpr bool LAZY = true, O_TMA = true, LATE_FINISH = true;
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
