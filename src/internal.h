@@ -160,6 +160,8 @@ int fc_cuda_capability(void); /* the current device's compute capability, 10 maj
  * `n_kv_blocks` key blocks, on a machine with `n_workers` parallel units (cores or SMs). `asked` is
  * num_splits from the arguments (0 = choose). Result in 1 .. max(1, n_kv_blocks), <= FC_MAX_SPLITS. */
 int fc_plan_num_splits(int asked, int64_t work_items, int n_kv_blocks, int n_workers);
+/* The same for the GPU's decode kernels, whose CTAs run in waves over n_slots CTA slots (plan.c). */
+int fc_plan_splits_by_waves(int asked, int64_t work_items, int n_kv_blocks, int n_slots);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Sequence info (FlashAttention's SeqlenInfo): where sequence b's rows and keys are.              */

@@ -65,15 +65,16 @@ static fc_status dispatch(const fc_problem *p, fc_split_ws ws, cudaStream_t stre
 }
 
 // Splits: enough CTAs for one wave over the SMs (plan.c), counting how many CTAs of the chosen config
-// fit on an SM by shared memory and threads.
+// fit on an SM by shared memory and threads; the decode kernels' (mma.sync) by the fill of their waves.
 int fc_cuda_plan_splits(const fc_problem *p) {
     if (p->seqused_q) return 1; // the merge would read the partials of rows past seqused_q, which no tile writes
     cfg_info c = {16, 64, 64 * 1024, 32, 1, false, 0, 0, 16, 1};
     fc_split_ws none = {1, NULL, NULL};
     if (dispatch(p, none, 0, &c) != FC_OK) return 1;
     int n_blocks = (p->s_k + c.bn - 1) / c.bn / c.kw; // blocks per key warp at one split
-    return fc_plan_num_splits(p->num_splits, tiles_of_problem(p, c.rows), n_blocks,
-                              sm_count() * ctas_per_sm(c.smem, c.threads));
+    int slots = sm_count() * ctas_per_sm(c.smem, c.threads);
+    if (c.wg) return fc_plan_num_splits(p->num_splits, tiles_of_problem(p, c.rows), n_blocks, slots);
+    return fc_plan_splits_by_waves(p->num_splits, tiles_of_problem(p, c.rows), n_blocks, slots);
 }
 
 fc_status fc_cuda_fwd_supported(const fc_problem *p) {
