@@ -19,13 +19,13 @@ int fc_plan_num_splits(int asked, int64_t work_items, int n_kv_blocks, int n_wor
 /* The GPU's decode kernels (CTAs in waves over n_slots CTA slots): where the items alone fill less than 85% of
  * one wave, the fewest splits whose CTAs fill their waves to 85% or more (a wave's fill: CTAs / (waves x slots)),
  * so that e.g. 256 items on 396 slots run as 3 x 256 CTAs in two waves of 97% rather than one of 65% (its warps
- * then hide the latency of the MMA chains; PERF.md step 138); fc_plan_num_splits' one wave when no split count up
- * to the blocks' limit reaches 85%. */
+ * then hide the latency of the MMA chains; PERF.md step 138), each split keeping 8 key blocks or more; else
+ * fc_plan_num_splits' one wave. */
 int fc_plan_splits_by_waves(int asked, int64_t work_items, int n_kv_blocks, int n_slots) {
     int one_wave = fc_plan_num_splits(asked, work_items, n_kv_blocks, n_slots);
     if (asked > 0 || work_items <= 0 || n_slots <= 0) return one_wave;
     if (work_items * one_wave * 100 >= (int64_t)n_slots * 85) return one_wave;
-    int max_useful = n_kv_blocks > 1 ? n_kv_blocks : 1;
+    int max_useful = n_kv_blocks / 8; /* at least 8 blocks a split: b32 x 1k on 3 splits of 2-3 blocks lost 18% */
     if (max_useful > FC_MAX_SPLITS) max_useful = FC_MAX_SPLITS;
     for (int s = one_wave + 1; s <= max_useful; s++) {
         int64_t ctas = work_items * s, waves = (ctas + n_slots - 1) / n_slots;
