@@ -31,7 +31,10 @@
 // K's and V's fragments straight from them, each fp8 pair converted to fp16 in registers (qk_block_fp8, pv_block_fp8).
 // M, the MMAs' operand type: T, or fp16 for an fp8 cache (bf16 queries are converted to fp16 once per tile with a
 // power-of-two scale, q_to_f16).
-template <typename T_, int D_, int DV_, int NWARPS_, int BN_, int STAGES_, int MT_, int KW_ = 1, typename KV_ = T_>
+// LO8_: every tile has at most 8 packed rows (decode with s_q x group <= 8), so a thread's row slot 1 (rows 8-15 of
+// the m16 tile) holds no row: its scores get no softmax, its P is zero and its O is neither rescaled, merged nor stored.
+template <typename T_, int D_, int DV_, int NWARPS_, int BN_, int STAGES_, int MT_, int KW_ = 1, typename KV_ = T_,
+          bool LO8_ = false>
 struct fwd_cfg {
     typedef T_ T;
     typedef KV_ KV;
@@ -39,6 +42,8 @@ struct fwd_cfg {
     static constexpr int BM = 16 * MT * NWARPS, THREADS = 32 * NWARPS * KW;
     static constexpr int LOADERS = 32 * NWARPS;                               // threads sharing one pipeline
     static constexpr int ROWS = 2 * MT;                                       // accumulator rows per thread
+    static constexpr bool LO8 = LO8_;
+    static constexpr int HALVES = LO8 ? 1 : 2;                                // accumulator halves that hold rows
     static constexpr bool HEAD_MAJOR = NWARPS == 1;                          // decode: see fwd_tile_of
     static constexpr bool Q_REGS = NWARPS == 1 && MT == 1 && D <= 128;       // decode: Q fragments in registers
     static constexpr int DCH = D / 8, DVCH = DV / 8;                          // 16-byte chunks per row
@@ -58,6 +63,7 @@ struct fwd_cfg {
     static constexpr int SMEM_BYTES = Q_BYTES + KW * PIPE_BYTES;
     static_assert(STAGES >= 2, "at least double buffering");
     static_assert(KW == 1 || NWARPS == 1, "key warps only in the one-row-warp (decode) config");
+    static_assert(!LO8 || (MT == 1 && NWARPS == 1), "8-row tiles: decode's one m16 tile");
     static_assert(KB == sizeof(T_) || (KB == 1 && D % 16 == 0 && DV % 16 == 0), "fp8 rows: whole 16-byte chunks");
 };
 
@@ -429,6 +435,15 @@ __device__ void rotate_q(const fc_problem &p, const fwd_tile &t, char *sq) {
 // Tensor-core steps of one warp. Accumulators: s[MT][BN/8][4] (scores), o[MT][DV/8][4] (output);
 // thread row slot k (0 .. 2 MT) is m16 tile k / 2, accumulator half k % 2.
 
+// The halves of an m16 accumulator tile that hold rows (row slot k is live when k % 2 < n): fwd_cfg's HALVES (1 under
+// LO8), else (wg_cfg) both.
+template <class C, class = void> struct live_halves {
+    static constexpr int n = 2;
+};
+template <class C> struct live_halves<C, decltype(void(C::HALVES))> {
+    static constexpr int n = C::HALVES;
+};
+
 // Tile row (0 .. BM) of this thread's row slot k.
 template <class C>
 __device__ __forceinline__ int slot_row(int k) {
@@ -549,9 +564,9 @@ __device__ __forceinline__ void p_frags(float (*s)[C::BN / 8][4], int kk, uint32
     for (int mt = 0; mt < C::MT; mt++) {
         float(*x)[4] = s[mt] + 2 * kk;
         a[mt][0] = pack2<T>(x[0][0], x[0][1]);
-        a[mt][1] = pack2<T>(x[0][2], x[0][3]);
+        a[mt][1] = live_halves<C>::n > 1 ? pack2<T>(x[0][2], x[0][3]) : 0u; // rows 8-15: none under LO8
         a[mt][2] = pack2<T>(x[1][0], x[1][1]);
-        a[mt][3] = pack2<T>(x[1][2], x[1][3]);
+        a[mt][3] = live_halves<C>::n > 1 ? pack2<T>(x[1][2], x[1][3]) : 0u;
     }
 }
 
@@ -614,12 +629,14 @@ __device__ __forceinline__ void pv_block_fp8(const char *sv8, float (*s)[C::BN /
 template <class C>
 __device__ __forceinline__ void rescale_rows(float (*o)[C::DV / 8][4], const float *rescale) {
 #pragma unroll
-    for (int k = 0; k < C::ROWS; k++)
+    for (int k = 0; k < C::ROWS; k++) {
+        if (k % 2 >= live_halves<C>::n) continue;
 #pragma unroll
         for (int f = 0; f < C::DV / 8; f++) {
             o[k / 2][f][2 * (k % 2)] *= rescale[k];
             o[k / 2][f][2 * (k % 2) + 1] *= rescale[k];
         }
+    }
 }
 
 // Raw dot products -> log2-domain scores for this thread's rows, masked when MASK.
@@ -631,7 +648,7 @@ __device__ __forceinline__ void scores_block(const score_consts &c, const row_sc
 #pragma unroll
         for (int f = 0; f < C::BN / 8; f++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
+            for (int e = 0; e < 2 * live_halves<C>::n; e++) {
                 int j = n * C::BN + f * 8 + 2 * (lane % 4) + e % 2;
                 s[mt][f][e] = score_of<MASK>(c, rs[2 * mt + e / 2], s[mt][f][e], j);
             }
@@ -682,6 +699,7 @@ __device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws w
     int lane = threadIdx.x % 32;
 #pragma unroll
     for (int k = 0; k < C::ROWS; k++) {
+        if (k % 2 >= live_halves<C>::n) continue;
         float sum;
         float lse = softmax_finish(st[k], &sum);
         int pm = t.m0 + slot_row<C>(k);
@@ -712,9 +730,11 @@ __device__ void merge_key_warps(float (*o)[C::DV / 8][4], row_softmax *st, char 
     if (w > 0) {
         float *x = (float *)(pipes + w * C::PIPE_BYTES) + lane;
 #pragma unroll
-        for (int k = 0; k < C::ROWS; k++) x[32 * (2 * k)] = st[k].m, x[32 * (2 * k + 1)] = st[k].l;
+        for (int k = 0; k < C::ROWS; k++)
+            if (k % 2 < C::HALVES) x[32 * (2 * k)] = st[k].m, x[32 * (2 * k + 1)] = st[k].l;
 #pragma unroll
-        for (int i = 0; i < NO; i++) x[32 * (2 * C::ROWS + i)] = (&o[0][0][0])[i];
+        for (int i = 0; i < NO; i++)
+            if (i % 4 / 2 < C::HALVES) x[32 * (2 * C::ROWS + i)] = (&o[0][0][0])[i];
     }
     __syncthreads();
     if (w > 0) return;
@@ -723,6 +743,7 @@ __device__ void merge_key_warps(float (*o)[C::DV / 8][4], row_softmax *st, char 
         float fa[C::ROWS], fb[C::ROWS];
 #pragma unroll
         for (int k = 0; k < C::ROWS; k++) {
+            if (k % 2 >= C::HALVES) continue;
             float mw = x[32 * (2 * k)], m = fmaxf(st[k].m, mw);
             bool none = m == -INFINITY; // neither warp saw a key of this row
             fa[k] = none ? 1.0f : fast_exp2(st[k].m - m);
@@ -735,7 +756,7 @@ __device__ void merge_key_warps(float (*o)[C::DV / 8][4], row_softmax *st, char 
 #pragma unroll
             for (int f = 0; f < C::DV / 8; f++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
+                for (int e = 0; e < 2 * C::HALVES; e++) {
                     int k = 2 * mt + e / 2, i = (mt * (C::DV / 8) + f) * 4 + e;
                     o[mt][f][e] = o[mt][f][e] * fa[k] + x[32 * (2 * C::ROWS + i)] * fb[k];
                 }
@@ -845,6 +866,7 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         bool moved = false;
 #pragma unroll
         for (int k = 0; k < C::ROWS; k++) {
+            if (k % 2 >= C::HALVES) continue;
             rescale[k] = softmax_update<C::BN / 8>(st[k], s[k / 2], k % 2, mul);
             moved |= rescale[k] != 1.0f;
         }

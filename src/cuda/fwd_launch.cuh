@@ -25,10 +25,11 @@
 // threshold being 132 x 10). MANY: fp8 key warps where the
 // tiles fill the four-warp CTAs' slots twice or more (b128): KW 2, four CTAs an SM, half the waves (b128 x 1k 137 ->
 // 125 us; where the tiles are fewer, b32 x 1k and b1 lost 3-12%: PERF.md step 123).
-template <typename T, int D, int DV, bool KEY_WARPS, typename KV = T, bool MANY = false> struct decode_cfg {
+// LO8: tiles of at most 8 packed rows (s_q x group <= 8), whose second row slot a thread skips (fwd_cfg's LO8).
+template <typename T, int D, int DV, bool KEY_WARPS, typename KV = T, bool MANY = false, bool LO8 = false> struct decode_cfg {
     static constexpr bool FP8 = sizeof(KV) == 1;
     static constexpr int KW = !KEY_WARPS ? 1 : FP8 && !MANY ? 4 : 2, STAGES = FP8 ? 2 : 3;
-    typedef fwd_cfg<T, D, DV, 1, 32, STAGES, 1, KW, KV> type;
+    typedef fwd_cfg<T, D, DV, 1, 32, STAGES, 1, KW, KV, LO8> type;
 };
 static_assert(3 * (decode_cfg<__nv_bfloat16, 128, 128, true, unsigned char>::type::SMEM_BYTES + 1024) <= 227 * 1024,
               "fp8 decode at d 128: three CTAs of four key warps per SM");
@@ -349,16 +350,24 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
 
 // Kernels of head dims D, DV for p, whose d, d_v are these or (padded) smaller: both kernels zero-fill the
 // extra features of Q, K and V and store d_v output features.
-template <typename T, int D, int DV, typename KV = T>
-static fc_status launch_decode(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
-    typedef typename decode_cfg<T, D, DV, false, KV>::type one;
-    typedef typename decode_cfg<T, D, DV, true, KV>::type key_warps;
+template <typename T, int D, int DV, typename KV = T, bool LO8 = false>
+static fc_status launch_decode_rows(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
+    typedef typename decode_cfg<T, D, DV, false, KV, false, LO8>::type one;
+    typedef typename decode_cfg<T, D, DV, true, KV, false, LO8>::type key_warps;
     int64_t tiles = tiles_of_problem(p, one::BM), sms = sm_count();
     if (tiles >= sms * ctas_per_sm(one::SMEM_BYTES, one::THREADS)) return launch<one>(p, ws, stream, info);
     if constexpr (!std::is_same<T, KV>::value) // fp8 cache: two key warps where four's CTAs would run two waves or more
         if (tiles >= 2 * sms * ctas_per_sm(key_warps::SMEM_BYTES, key_warps::THREADS))
-            return launch<typename decode_cfg<T, D, DV, true, KV, true>::type>(p, ws, stream, info);
+            return launch<typename decode_cfg<T, D, DV, true, KV, true, LO8>::type>(p, ws, stream, info);
     return launch<key_warps>(p, ws, stream, info);
+}
+
+// fp8 caches with at most 8 packed rows (s_q x group <= 8: GQA groups up to 8 at s_q 1) on the LO8 kernels.
+template <typename T, int D, int DV, typename KV = T>
+static fc_status launch_decode(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
+    if constexpr (!std::is_same<T, KV>::value)
+        if ((int64_t)p->s_q * (p->h_q / p->h_k) <= 8) return launch_decode_rows<T, D, DV, KV, true>(p, ws, stream, info);
+    return launch_decode_rows<T, D, DV, KV>(p, ws, stream, info);
 }
 
 // The second prefill config of a head dim (wg_shape V = 1) where its first loses. d 256, 64-key blocks: a
