@@ -350,24 +350,19 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
 
 // Kernels of head dims D, DV for p, whose d, d_v are these or (padded) smaller: both kernels zero-fill the
 // extra features of Q, K and V and store d_v output features.
-template <typename T, int D, int DV, typename KV = T, bool LO8 = false>
-static fc_status launch_decode_rows(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
-    typedef typename decode_cfg<T, D, DV, false, KV, false, LO8>::type one;
-    typedef typename decode_cfg<T, D, DV, true, KV, false, LO8>::type key_warps;
-    int64_t tiles = tiles_of_problem(p, one::BM), sms = sm_count();
-    if (tiles >= sms * ctas_per_sm(one::SMEM_BYTES, one::THREADS)) return launch<one>(p, ws, stream, info);
-    if constexpr (!std::is_same<T, KV>::value) // fp8 cache: two key warps where four's CTAs would run two waves or more
-        if (tiles >= 2 * sms * ctas_per_sm(key_warps::SMEM_BYTES, key_warps::THREADS))
-            return launch<typename decode_cfg<T, D, DV, true, KV, true, LO8>::type>(p, ws, stream, info);
-    return launch<key_warps>(p, ws, stream, info);
-}
-
-// fp8 caches with at most 8 packed rows (s_q x group <= 8: GQA groups up to 8 at s_q 1) on the LO8 kernels.
 template <typename T, int D, int DV, typename KV = T>
 static fc_status launch_decode(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
-    if constexpr (!std::is_same<T, KV>::value)
-        if ((int64_t)p->s_q * (p->h_q / p->h_k) <= 8) return launch_decode_rows<T, D, DV, KV, true>(p, ws, stream, info);
-    return launch_decode_rows<T, D, DV, KV>(p, ws, stream, info);
+    typedef typename decode_cfg<T, D, DV, false, KV>::type one;
+    typedef typename decode_cfg<T, D, DV, true, KV>::type key_warps;
+    int64_t tiles = tiles_of_problem(p, one::BM), sms = sm_count();
+    if (tiles >= sms * ctas_per_sm(one::SMEM_BYTES, one::THREADS)) return launch<one>(p, ws, stream, info);
+    if constexpr (!std::is_same<T, KV>::value) { // fp8 cache: two key warps where four's CTAs would run two waves or more
+        if (tiles >= 2 * sms * ctas_per_sm(key_warps::SMEM_BYTES, key_warps::THREADS))
+            return launch<typename decode_cfg<T, D, DV, true, KV, true>::type>(p, ws, stream, info);
+        if ((int64_t)p->s_q * (p->h_q / p->h_k) <= 8) // four key warps on 8-row tiles (LO8; MANY's two lost 5-9% on them)
+            return launch<typename decode_cfg<T, D, DV, true, KV, false, true>::type>(p, ws, stream, info);
+    }
+    return launch<key_warps>(p, ws, stream, info);
 }
 
 // The second prefill config of a head dim (wg_shape V = 1) where its first loses. d 256, 64-key blocks: a
