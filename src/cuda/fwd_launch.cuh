@@ -361,6 +361,8 @@ static fc_status launch_decode(const fc_problem *p, fc_split_ws ws, cudaStream_t
             return launch<typename decode_cfg<T, D, DV, true, KV, true>::type>(p, ws, stream, info);
         if ((int64_t)p->s_q * (p->h_q / p->h_k) <= 8) // four key warps on 8-row tiles (LO8; MANY's two lost 5-9% on them)
             return launch<typename decode_cfg<T, D, DV, true, KV, false, true>::type>(p, ws, stream, info);
+    } else if ((int64_t)p->s_q * (p->h_q / p->h_k) <= 8) { // bf16 / fp16 caches: two key warps on 8-row tiles
+        return launch<typename decode_cfg<T, D, DV, true, KV, false, true>::type>(p, ws, stream, info);
     }
     return launch<key_warps>(p, ws, stream, info);
 }
