@@ -3,8 +3,9 @@
 #include "fwd_launch.cuh"
 
 // fp8 caches (e4m3 / e5m2 under bf16 / fp16 queries): the decode kernel, whose stages hold the fp8 rows and
-// convert each block to T (fwd_kernel.cuh, convert_block), at kernel dims 64, 128 and 256 (the others padded
-// up to them); d and d_v multiples of 16 (whole 16-byte chunks of fp8). Prefill shapes: not yet.
+// whose MMAs take K's and V's fragments from them, converted in registers (fwd_kernel.cuh, qk_block_fp8 /
+// pv_block_fp8), at kernel dims 64, 128 and 256 (the others padded up to them); d and d_v multiples of 16 (whole
+// 16-byte chunks of fp8). Prefill shapes (s_q x group > 16): not yet.
 static fc_status dispatch_fp8(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (!use_decode_cfg(p))
         return fc_fail(FC_ERR_UNSUPPORTED, "k", "fp8 caches run on CUDA for decode only so far (s_q x h_q / h_k <= 16 "
@@ -99,7 +100,7 @@ fc_status fc_cuda_describe(const fc_problem *p, char *buf, size_t n) {
                  splits == 1 ? "" : "s + merge");
     else
         snprintf(buf, n, "cuda: %smma.sync decode (kernel d %d / d_v %d%s): %d-row tiles, %d key warp%s, %d-key blocks; %d split%s",
-                 app, c.d, c.dv, p->kv_dtype != p->dtype ? ", fp8 cache converted per block" : "", c.tile_rows, c.kw,
+                 app, c.d, c.dv, p->kv_dtype != p->dtype ? ", fp8 cache converted in registers" : "", c.tile_rows, c.kw,
                  c.kw == 1 ? "" : "s", c.bn, splits, splits == 1 ? "" : "s + merge");
     return FC_OK;
 }

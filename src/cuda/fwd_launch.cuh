@@ -290,8 +290,8 @@ static inline void wg_walk_divisors(wg_tma *tm, const fc_problem *p, int64_t m_t
 template <class C>
 static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (info) {
-        *info = cfg_info{C::BM, C::BN, C::SMEM_BYTES, C::THREADS, pipe_of<C>::kw, is_wg<C>::value, C::D, C::DV, C::BM,
-                         qbuf_of<C>::n};
+        *info = cfg_info{C::BM, C::BN, C::SMEM_BYTES, C::THREADS, pipe_of<C>::kw, is_wg<C>::value, C::D, C::DV,
+                         C::BM * live_halves<C>::n / 2, qbuf_of<C>::n}; // tile rows: 8 on LO8's 16-row MMA tiles
         return FC_OK;
     }
     int group = p->h_q / p->h_k;
