@@ -356,14 +356,11 @@ static fc_status launch_decode(const fc_problem *p, fc_split_ws ws, cudaStream_t
     typedef typename decode_cfg<T, D, DV, true, KV>::type key_warps;
     int64_t tiles = tiles_of_problem(p, one::BM), sms = sm_count();
     if (tiles >= sms * ctas_per_sm(one::SMEM_BYTES, one::THREADS)) return launch<one>(p, ws, stream, info);
-    if constexpr (!std::is_same<T, KV>::value) { // fp8 cache: two key warps where four's CTAs would run two waves or more
+    if constexpr (!std::is_same<T, KV>::value) // fp8 cache: two key warps where four's CTAs would run two waves or more
         if (tiles >= 2 * sms * ctas_per_sm(key_warps::SMEM_BYTES, key_warps::THREADS))
             return launch<typename decode_cfg<T, D, DV, true, KV, true>::type>(p, ws, stream, info);
-        if ((int64_t)p->s_q * (p->h_q / p->h_k) <= 8) // four key warps on 8-row tiles (LO8; MANY's two lost 5-9% on them)
-            return launch<typename decode_cfg<T, D, DV, true, KV, false, true>::type>(p, ws, stream, info);
-    } else if ((int64_t)p->s_q * (p->h_q / p->h_k) <= 8) { // bf16 / fp16 caches: two key warps on 8-row tiles
+    if ((int64_t)p->s_q * (p->h_q / p->h_k) <= 8) // key warps on 8-row tiles (LO8; fp8's MANY lost 5-9% on them)
         return launch<typename decode_cfg<T, D, DV, true, KV, false, true>::type>(p, ws, stream, info);
-    }
     return launch<key_warps>(p, ws, stream, info);
 }
 
