@@ -443,6 +443,8 @@ template <class C, class = void> struct live_halves {
 template <class C> struct live_halves<C, decltype(void(C::HALVES))> {
     static constexpr int n = C::HALVES;
 };
+// Whether this thread's row slot k holds a row: every slot, but slot 1 of each m16 tile under LO8.
+template <class C> __device__ __forceinline__ constexpr bool slot_live(int k) { return k % 2 < live_halves<C>::n; }
 
 // Tile row (0 .. BM) of this thread's row slot k.
 template <class C>
@@ -630,7 +632,7 @@ template <class C>
 __device__ __forceinline__ void rescale_rows(float (*o)[C::DV / 8][4], const float *rescale) {
 #pragma unroll
     for (int k = 0; k < C::ROWS; k++) {
-        if (k % 2 >= live_halves<C>::n) continue;
+        if (!slot_live<C>(k)) continue;
 #pragma unroll
         for (int f = 0; f < C::DV / 8; f++) {
             o[k / 2][f][2 * (k % 2)] *= rescale[k];
@@ -699,7 +701,7 @@ __device__ void store_rows(const fc_problem &p, const fwd_tile &t, fc_split_ws w
     int lane = threadIdx.x % 32;
 #pragma unroll
     for (int k = 0; k < C::ROWS; k++) {
-        if (k % 2 >= live_halves<C>::n) continue;
+        if (!slot_live<C>(k)) continue;
         float sum;
         float lse = softmax_finish(st[k], &sum);
         int pm = t.m0 + slot_row<C>(k);
@@ -731,10 +733,10 @@ __device__ void merge_key_warps(float (*o)[C::DV / 8][4], row_softmax *st, char 
         float *x = (float *)(pipes + w * C::PIPE_BYTES) + lane;
 #pragma unroll
         for (int k = 0; k < C::ROWS; k++)
-            if (k % 2 < C::HALVES) x[32 * (2 * k)] = st[k].m, x[32 * (2 * k + 1)] = st[k].l;
+            if (slot_live<C>(k)) x[32 * (2 * k)] = st[k].m, x[32 * (2 * k + 1)] = st[k].l;
 #pragma unroll
         for (int i = 0; i < NO; i++)
-            if (i % 4 / 2 < C::HALVES) x[32 * (2 * C::ROWS + i)] = (&o[0][0][0])[i];
+            if (i % 4 / 2 < live_halves<C>::n) x[32 * (2 * C::ROWS + i)] = (&o[0][0][0])[i]; // (element i: half i % 4 / 2)
     }
     __syncthreads();
     if (w > 0) return;
@@ -743,7 +745,7 @@ __device__ void merge_key_warps(float (*o)[C::DV / 8][4], row_softmax *st, char 
         float fa[C::ROWS], fb[C::ROWS];
 #pragma unroll
         for (int k = 0; k < C::ROWS; k++) {
-            if (k % 2 >= C::HALVES) continue;
+            if (!slot_live<C>(k)) continue;
             float mw = x[32 * (2 * k)], m = fmaxf(st[k].m, mw);
             bool none = m == -INFINITY; // neither warp saw a key of this row
             fa[k] = none ? 1.0f : fast_exp2(st[k].m - m);
@@ -756,7 +758,7 @@ __device__ void merge_key_warps(float (*o)[C::DV / 8][4], row_softmax *st, char 
 #pragma unroll
             for (int f = 0; f < C::DV / 8; f++)
 #pragma unroll
-                for (int e = 0; e < 2 * C::HALVES; e++) {
+                for (int e = 0; e < 2 * live_halves<C>::n; e++) {
                     int k = 2 * mt + e / 2, i = (mt * (C::DV / 8) + f) * 4 + e;
                     o[mt][f][e] = o[mt][f][e] * fa[k] + x[32 * (2 * C::ROWS + i)] * fb[k];
                 }
@@ -866,7 +868,7 @@ __global__ void __launch_bounds__(C::THREADS) fwd_kernel(const __grid_constant__
         bool moved = false;
 #pragma unroll
         for (int k = 0; k < C::ROWS; k++) {
-            if (k % 2 >= C::HALVES) continue;
+            if (!slot_live<C>(k)) continue;
             rescale[k] = softmax_update<C::BN / 8>(st[k], s[k / 2], k % 2, mul);
             moved |= rescale[k] != 1.0f;
         }
