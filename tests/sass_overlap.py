@@ -13,8 +13,9 @@ take as warp-uniform moved it to the vector datapath, each wgmma's descriptors t
 docs/PERF.md steps 58, 125).
 A kernel with no first wait runs the serial order (fwd_wgmma.cuh's SERIAL shapes: S, softmax, PV one after another,
 the warpgroups taking turns at the exponentials): there, at every wait for an S (`DEPBAR.LE gsb0, 0x0` after a wgmma
-of N = BN), the BN / 2 exponentials must come after the turn's BAR.SYNC and before the next wgmma is issued (with a
-softcap, whose tanh ptxas lays out in branches elsewhere, only the turn is checked).
+of N = BN), three quarters of the BN / 2 exponentials at least must come after the turn's BAR.SYNC (ptxas may move a
+few above it: it sees no register of the barrier) and before the next wgmma is issued (with a softcap, whose tanh
+ptxas lays out in branches elsewhere, only the turn is checked).
 
 usage: python3 tests/sass_overlap.py [LIB]   (default build/libflashc.so)
 Exit: 0 all passed, 1 a kernel failed, 2 nothing checked (no cuobjdump, or no wgmma kernel in LIB).
@@ -73,9 +74,9 @@ def check_serial(body, bn):
     its exponentials are not counted."""
     sites, fewest, last_n = 0, None, None
     for i, line in enumerate(body):
-        m = re.search(r"[HQ]GMMA\.64x(\d+)x(16|32)", line)
-        if m:
-            last_n = int(m.group(1))
+        m = re.search(r"[HQ]GMMA\.64x(\d+)x(16|32)\S* R\d+, gdesc", line)  # S: A and B from shared memory
+        if re.search(r"[HQ]GMMA\.", line):
+            last_n = int(m.group(1)) if m else None  # (P V: A from registers)
         if re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x0", line) and last_n == bn:
             n, turn, tanh = 0, False, False
             for nxt in body[i + 1:]:
@@ -132,8 +133,9 @@ def main():
         sites, fewest, bn = check_kernel(body)
         want = bn // 2 if bn else 1
         serial = sites == 0 and bn is not None
-        if serial:
+        if serial:  # (ptxas moves a few exponentials above the bar.sync, whose registers it does not see: 3/4 of them)
             sites, fewest = check_serial(body, bn)
+            want = bn * 3 // 8
         r2ur = block_loop_r2ur(body, r"DEPBAR.LE gsb0, 0x0" if serial else r"DEPBAR.LE gsb0, 0x1")
         # Two score paths (plain, softcap/ALiBi) x three loops (masked, unmasked, masked): six main loops.
         ok = sites >= 6 and fewest is not None and fewest >= want and r2ur == 0

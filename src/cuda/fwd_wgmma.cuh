@@ -885,8 +885,8 @@ __device__ __forceinline__ void wg_serial_block(const score_consts &sc, const fw
     wg_release(&sm.k_empty[cur]);
     int live = wg_scores<C, MASK, PLAIN>(sc, t.n_hi - 1 - it, w);
 #pragma unroll
-    for (int k = 0; k < 2; k++) mx[k] = softmax_max<C::BN / 8, C::LAZY, true>(w.st[k], w.s[0], k, mul, live);
-    named_bar_sync_hold(8 + wg, 256, mx[0], mx[1]); // wg_turn_wait, the exponentials kept below it
+    for (int k = 0; k < 2; k++) mx[k] = softmax_max<C::BN / 8, C::LAZY>(w.st[k], w.s[0], k, mul, live);
+    wg_turn_wait(wg); // (ptxas may move a few exponentials above it: tests/sass_overlap.py)
 #pragma unroll
     for (int k = 0; k < 2; k++)
         rescale[k] = softmax_exp<C::BN / 8, PLAIN && wg_skip_dead<C>()>(w.st[k], w.s[0], k, mx[k], mul, live);

@@ -38,24 +38,16 @@ __host__ __device__ constexpr int softmax_group(int nf) { return nf % 4 == 0 ? 4
 // softmax_update in two halves, for a caller that runs something between them (the serial wgmma loop's turn,
 // fwd_wgmma.cuh): softmax_max, the block's new running max (its live fragments' scores, the quad's, the old max;
 // LAZY's threshold); softmax_exp, the rescale of the old sum and p = 2^(s - m) against that max.
-// TREE: the fragments' max as G chains (one per position in a group), joined at the end: a chain G times shorter
-// than one running max, where the max is on the critical path (the serial loop's, before its turn).
-template <int NF, bool LAZY = false, bool TREE = false>
+template <int NF, bool LAZY = false>
 __device__ __forceinline__ float softmax_max(const row_softmax &st, float (*s)[4], int half, float mul = 1.0f, int live = NF) {
-    constexpr int G = softmax_group(NF), P = TREE ? G : 1;
-    float part[P];
-#pragma unroll
-    for (int i = 0; i < P; i++) part[i] = -INFINITY;
+    constexpr int G = softmax_group(NF);
+    float mx = -INFINITY;
 #pragma unroll
     for (int q = 0; q < NF; q += G)
         if (q < live)
 #pragma unroll
-            for (int f = q; f < q + G; f++) part[(f - q) % P] = fmaxf(part[(f - q) % P], fmaxf(s[f][2 * half], s[f][2 * half + 1]));
-#pragma unroll
-    for (int w = P / 2; w > 0; w /= 2)
-#pragma unroll
-        for (int i = 0; i < w; i++) part[i] = fmaxf(part[i], part[i + w]);
-    float mx = fmaxf(st.m, quad_max(part[0]) * mul);
+            for (int f = q; f < q + G; f++) mx = fmaxf(mx, fmaxf(s[f][2 * half], s[f][2 * half + 1]));
+    mx = fmaxf(st.m, quad_max(mx) * mul);
     if (LAZY && mx - st.m <= FC_RESCALE_LOG2) mx = st.m; // (-inf - -inf is NaN: the first block moves)
     return mx;
 }

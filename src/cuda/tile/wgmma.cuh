@@ -59,11 +59,6 @@ template <int R> __device__ __forceinline__ void setmaxnreg_dec() { asm volatile
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
-// named_bar_sync that holds two values until it returns: what is computed from them stays below the barrier (ptxas
-// moves register-only arithmetic across a bar.sync otherwise).
-__device__ __forceinline__ void named_bar_sync_hold(int id, int threads, float &a, float &b) {
-    asm volatile("bar.sync %2, %3;\n" : "+f"(a), "+f"(b) : "r"(id), "r"(threads) : "memory");
-}
 __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
