@@ -48,6 +48,9 @@
 // each consumer thread (128 PRODUCER_REGS + 128 CONSUMERS CONSUMER_REGS <= 64 K). d 64: three, as
 // FlashAttention-3 runs it (192-row tiles): its block loop is short, and two warps a scheduler left the
 // issue slots half idle (ncu, PERF.md step 66); 160 registers hold its S (64), O (32) and P (32).
+// SERIAL (d 64's two-warpgroup shape): each block's S, softmax and PV one after another in a warpgroup, the warpgroups
+// taking turns at the exponentials instead of at the GEMMs (cuDNN's order: wg_serial_block; d 64 causal 512 / 1k
+// +4 / +7%, PERF.md step 152; at d 128, whose GEMMs are as long as its softmax, -4..-11%: step 153).
 // STAGES: the K/V ring's depth, 2 unless a shape says; d 64's three warpgroups take 3 (their 32 KB stages leave
 // the room: +5% non-causal 512-4k, their block is short against a K/V load's latency; PERF.md step 102).
 template <int D, int DV, bool FP8 = false, int V = 0> struct wg_shape {
