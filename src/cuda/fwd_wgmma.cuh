@@ -48,6 +48,9 @@
 // each consumer thread (128 PRODUCER_REGS + 128 CONSUMERS CONSUMER_REGS <= 64 K). d 64: three, as
 // FlashAttention-3 runs it (192-row tiles): its block loop is short, and two warps a scheduler left the
 // issue slots half idle (ncu, PERF.md step 66); 160 registers hold its S (64), O (32) and P (32).
+// SERIAL (d 64's two-warpgroup shape): each block's S, softmax and PV one after another in a warpgroup, the warpgroups
+// taking turns at the exponentials instead of at the GEMMs (cuDNN's order: wg_serial_block; d 64 causal 512 / 1k
+// +4 / +7%, PERF.md step 152; at d 128, whose GEMMs are as long as its softmax, -4..-11%: step 153).
 // STAGES: the K/V ring's depth, 2 unless a shape says; d 64's three warpgroups take 3 (their 32 KB stages leave
 // the room: +5% non-causal 512-4k, their block is short against a K/V load's latency; PERF.md step 102).
 template <int D, int DV, bool FP8 = false, int V = 0> struct wg_shape {
@@ -63,6 +66,7 @@ template <> struct wg_shape<64, 64> {
 template <> struct wg_shape<64, 64, false, 1> { // masked, up to 1k keys: partial 192-row tiles lose (step 78)
     static constexpr int BN = 128, QBUF = 2;      // 2 x 16 KB Q + 2 x (16 + 16) KB K/V (3 stages: no gain, step 102)
     static constexpr bool LAZY = false, O_TMA = true, LATE_FINISH = true; // (LAZY: causal 1k -2.9%, step 94)
+    static constexpr bool SERIAL = true;          // (wg_serial_block; PERF.md step 152)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<128, 128, true> {  // 192-key blocks: a third fewer softmax rounds a key than 128
@@ -122,10 +126,12 @@ template <> struct wg_shape<256, 256, false, 1> { // paged K/V (TMA pages: 64-ke
 };
 
 // A shape's LATE_FINISH (wg_finish_rows in the epilogue, not under the last PV), false where it has none; its K/V
-// ring's STAGES, 2 where it does not say.
+// ring's STAGES, 2 where it does not say; SERIAL (wg_serial_block), false where it has none.
 template <class S> constexpr auto wg_late_finish(int) -> decltype(S::LATE_FINISH) { return S::LATE_FINISH; }
 template <class S> constexpr bool wg_late_finish(long) { return false; }
 template <class S> constexpr auto wg_stages(int) -> decltype(S::STAGES) { return S::STAGES; }
+template <class S> constexpr auto wg_serial_of(int) -> decltype(S::SERIAL) { return S::SERIAL; }
+template <class S> constexpr bool wg_serial_of(long) { return false; }
 template <class S> constexpr int wg_stages(long) { return 2; }
 
 // T: the output's type (and the inputs' unless E says otherwise); E: the type of Q, K and V as they sit in
@@ -147,6 +153,7 @@ struct wg_cfg {
     static constexpr bool LAZY = shape::LAZY;                        // lazy rescale (softmax_update)
     static constexpr bool O_TMA = shape::O_TMA;                      // the epilogue may store by TMA (wg_store_tma)
     static constexpr bool LATE_FINISH = wg_late_finish<shape>(0);    // the rows' sums in the epilogue (wg_finish_rows)
+    static constexpr bool SERIAL = wg_serial_of<shape>(0);           // each block's S, softmax, PV in turn (wg_serial_block)
     // O by TMA store through the tile's last K/V stage, not its Q buffer (wg_store_tma): with one Q buffer, the next
     // tile's Q then loads under the last PV and the epilogue instead of after the store has read O (PERF.md step 103).
     static constexpr bool O_STAGE = QBUF == 1 && CONSUMERS == 2 && !FP8;
@@ -179,6 +186,7 @@ struct wg_cfg {
     static_assert(BN == 64 || BN == 80 || BN == 96 || BN == 112 || BN == 128 || (FP8 && BN == 192),
                   "S = Q K^T is one wgmma of N = BN (past 128 keys: FP8's K-major V only)");
     static_assert(QBUF == 1 || QBUF == 2, "Q buffers");
+    static_assert(!SERIAL || (!O_STAGE && !FP8), "SERIAL: the bf16 / fp16 kernel, O not through a stage");
     static_assert(!O_TMA || QBUF == 2 || O_STAGE, "O by TMA store: through a second Q buffer or a stage");
     static_assert(!O_STAGE || (64 * DVS * (int)sizeof(T) <= K_BYTES && 64 * DVS * (int)sizeof(T) <= V_BYTES),
                   "O_STAGE: a warpgroup's O fits the K (warpgroup 0) and the V (warpgroup 1) part of a stage");
@@ -696,6 +704,11 @@ struct wg_regs {
 // 355 -> 35 a kernel: PERF.md step 109; d 64 +350 spill instructions with threadIdx.x / 128 in wg_blocks_unseen).
 __device__ __forceinline__ int wg_index() { return (int)__reduce_min_sync(0xffffffffu, threadIdx.x / 128); }
 
+// Skip the exp2 of a masked block's hidden end (plain scores) only where it measured faster: d 64's two warpgroups
+// (causal up to 1k keys: +3-4%); d 192 lost 9-18% and d 64's three warpgroups spilled (PERF.md step 88).
+template <class C>
+__device__ __forceinline__ constexpr bool wg_skip_dead() { return C::D == 64 && C::CONSUMERS == 2; }
+
 // Plain scores (no softcap, no ALiBi, scale > 0): raw dot products, -inf where key block n hides them.
 // Each row's visible range once (visible_range), then per score the fragment column c = 8 f + e % 2
 // (key j0 + c) against it: one compare with a constant where no left window can hide a key, else two.
@@ -731,28 +744,30 @@ __device__ __forceinline__ int wg_mask_raw(const score_consts &sc, const row_sco
     return live;
 }
 
-// Scores of key block n (masked when MASK) and the online-softmax step of the thread's two rows; PLAIN:
-// the scores are scaled dot products alone (softmax_update folds the scale into exp2), else softcap /
-// ALiBi apply (scores_block).
+// Scores of key block n, masked when MASK; PLAIN: the scores are scaled dot products alone (softmax_update folds
+// the scale into exp2), else softcap / ALiBi apply (scores_block). Returns the fragments whose exp2 the warp computes.
 template <class C, bool MASK, bool PLAIN>
-__device__ __forceinline__ void wg_softmax(const score_consts &sc, int n, wg_regs<C> &w, float rescale[2]) {
+__device__ __forceinline__ int wg_scores(const score_consts &sc, int n, wg_regs<C> &w) {
+    int live = C::BN / 8;
     if (PLAIN) {
-        // Skip the exp2 of a masked block's hidden end only where it measured faster: d 64's two warpgroups (causal up
-        // to 1k keys: +3-4%); d 192 lost 9-18% and d 64's three warpgroups spilled (PERF.md step 88).
-        constexpr bool SKIP_DEAD = C::D == 64 && C::CONSUMERS == 2;
-        int live = C::BN / 8; // fragments whose exp2 the warp computes
         if (MASK) {
-            int seen = wg_mask_raw<C, SKIP_DEAD>(sc, w.rs, n, w.s[0]);
-            if (SKIP_DEAD) live = seen;
+            int seen = wg_mask_raw<C, wg_skip_dead<C>()>(sc, w.rs, n, w.s[0]);
+            if (wg_skip_dead<C>()) live = seen;
         }
-#pragma unroll
-        for (int k = 0; k < 2; k++)
-            rescale[k] = softmax_update<C::BN / 8, C::LAZY, SKIP_DEAD>(w.st[k], w.s[0], k, sc.mul, live);
     } else {
         scores_block<C, MASK>(sc, w.rs, n, w.s);
-#pragma unroll
-        for (int k = 0; k < 2; k++) rescale[k] = softmax_update<C::BN / 8, C::LAZY>(w.st[k], w.s[0], k);
     }
+    return live;
+}
+
+// Scores of key block n and the online-softmax step of the thread's two rows.
+template <class C, bool MASK, bool PLAIN>
+__device__ __forceinline__ void wg_softmax(const score_consts &sc, int n, wg_regs<C> &w, float rescale[2]) {
+    int live = wg_scores<C, MASK, PLAIN>(sc, n, w);
+    float mul = PLAIN ? sc.mul : 1.0f;
+#pragma unroll
+    for (int k = 0; k < 2; k++)
+        rescale[k] = softmax_update<C::BN / 8, C::LAZY, PLAIN && wg_skip_dead<C>()>(w.st[k], w.s[0], k, mul, live);
 }
 
 // FlashAttention-3's order: the consumer warpgroups take turns issuing a block's GEMMs, in a ring (named
@@ -855,6 +870,42 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
 #pragma unroll
             for (int e = 0; e < 4; e++) w.o[0][f][e] *= rescale[e / 2];
     wg_pack_p<C>(w.s[0], w.pa);
+}
+
+// SERIAL (cuDNN's order, which its kernel for d 64's short causal calls runs): each block's S, softmax and PV one after
+// another in the warpgroup, no GEMM of its own under its softmax; the turn ring guards the exponentials instead
+// (softmax_exp, O's rescale, P's packing), so one warpgroup's exponentials run while the other's GEMMs and row maxima do,
+// and the two never contend for the MUFU at once. K(it) goes back once S(it) is in, V(it) once PV(it) is done.
+template <class C, bool MASK, bool PLAIN>
+__device__ __forceinline__ void wg_serial_block(const score_consts &sc, const fwd_tile &t, const wg_smem &sm,
+                                                const char *sq, int pos, int it, wg_regs<C> &w) {
+    int g = pos + it, cur = g % C::STAGES, wg = threadIdx.x / 128, par = (g / C::STAGES) & 1;
+    float mul = PLAIN ? sc.mul : 1.0f, mx[2], rescale[2];
+    wg_acquire(&sm.k_full[cur], par);
+    wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
+    wgmma_wait<0>();
+    wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
+    wg_release(&sm.k_empty[cur]);
+    int live = wg_scores<C, MASK, PLAIN>(sc, t.n_hi - 1 - it, w);
+#pragma unroll
+    for (int k = 0; k < 2; k++) mx[k] = softmax_max<C::BN / 8, C::LAZY>(w.st[k], w.s[0], k, mul, live);
+    wg_turn_wait(wg); // (ptxas may move a few exponentials above it: tests/sass_overlap.py)
+#pragma unroll
+    for (int k = 0; k < 2; k++)
+        rescale[k] = softmax_exp<C::BN / 8, PLAIN && wg_skip_dead<C>()>(w.st[k], w.s[0], k, mx[k], mul, live);
+    if (it > 0 && (!C::LAZY || __any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f))) // (O: no PV yet at 0)
+#pragma unroll
+        for (int f = 0; f < C::DV / 8; f++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) w.o[0][f][e] *= rescale[e / 2];
+    wg_pack_p<C>(w.s[0], w.pa);
+    wg_turn_pass<C>(wg);
+    wg_acquire(&sm.v_full[cur], par);
+    wg_pv<C>(w.pa, sm.stages + cur * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0], it == 0);
+    wgmma_wait<0>();
+    wgmma_hold<C::DV / 2>(&w.o[0][0][0]);
+    wgmma_hold<C::PA>(&w.pa[0][0]);
+    wg_release(&sm.v_empty[cur]);
 }
 
 // Whether O goes by TMA store (wg_store_tma): the host made the map only where every tile can (wg_tma_of).
@@ -964,6 +1015,20 @@ __device__ __forceinline__ void wg_run_blocks(const score_consts &sc, const fwd_
     for (; it < n_blocks; it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);
 }
 
+// SERIAL: key blocks n_hi - 1 down to n_lo of tile t by wg_serial_block, in wg_run_blocks' three loops.
+template <class C, bool PLAIN>
+__device__ __forceinline__ void wg_run_serial(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq,
+                                              int pos, int r_lo, int r_hi, wg_regs<C> &w) {
+    int n_blocks = t.n_hi - t.n_lo, it = 0;
+    auto masked = [&](int it) { return block_needs_mask(sc, r_lo, r_hi, (t.n_hi - 1 - it) * C::BN, C::BN); };
+#pragma unroll 1
+    for (; it < n_blocks && masked(it); it++) wg_serial_block<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);
+#pragma unroll 1
+    for (; it < n_blocks && !masked(it); it++) wg_serial_block<C, false, PLAIN>(sc, t, sm, sq, pos, it, w);
+#pragma unroll 1
+    for (; it < n_blocks; it++) wg_serial_block<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);
+}
+
 // The split's key blocks, last to first, as this warpgroup's rows see them: those past its rows' last key
 // skipped (wg_skip: the turns and the buffers go on), the others by wg_run_blocks, then the last PV.
 template <class C, bool PLAIN>
@@ -974,8 +1039,15 @@ __device__ __forceinline__ void wg_blocks(const fc_problem &p, const score_const
     for (int it = 0; it < skip; it++) wg_skip<C>(sm, pos + it);
     fwd_tile u = t; // the warpgroup's blocks
     u.n_hi = t.n_hi - skip;
-    wg_run_blocks<C, PLAIN>(sc, u, sm, sq, pos + skip, r_lo, r_hi, w);
-    wg_last<C>(p, t, tm, sm, q_empty, pos + t.n_hi - t.n_lo - 1, uses, u.n_hi - t.n_lo == 1, w);
+    if constexpr (C::SERIAL) {
+        wg_run_serial<C, PLAIN>(sc, u, sm, sq, pos + skip, r_lo, r_hi, w);
+        bool o_tma = wg_o_by_tma(tm);
+        if (!o_tma) wg_release(q_empty); // (else the epilogue stores O through Q's buffer: wg_store_tma gives it back)
+        if (wg_finish_early<C>() && o_tma) wg_finish_rows<C>(p, t, tm, w);
+    } else {
+        wg_run_blocks<C, PLAIN>(sc, u, sm, sq, pos + skip, r_lo, r_hi, w);
+        wg_last<C>(p, t, tm, sm, q_empty, pos + t.n_hi - t.n_lo - 1, uses, u.n_hi - t.n_lo == 1, w);
+    }
 }
 
 // The epilogue by TMA store (tm.o_kind: dense, one split; rows past s_q are outside the map): its O,

@@ -35,8 +35,11 @@ __device__ __forceinline__ row_softmax softmax_init(bool has_sink, float sink_lo
 // fragment became predicates on every instruction, which issue all the same.)
 __host__ __device__ constexpr int softmax_group(int nf) { return nf % 4 == 0 ? 4 : nf % 2 == 0 ? 2 : 1; }
 
-template <int NF, bool LAZY = false, bool DEAD_ZERO = false>
-__device__ __forceinline__ float softmax_update(row_softmax &st, float (*s)[4], int half, float mul = 1.0f, int live = NF) {
+// softmax_update in two halves, for a caller that runs something between them (the serial wgmma loop's turn,
+// fwd_wgmma.cuh): softmax_max, the block's new running max (its live fragments' scores, the quad's, the old max;
+// LAZY's threshold); softmax_exp, the rescale of the old sum and p = 2^(s - m) against that max.
+template <int NF, bool LAZY = false>
+__device__ __forceinline__ float softmax_max(const row_softmax &st, float (*s)[4], int half, float mul = 1.0f, int live = NF) {
     constexpr int G = softmax_group(NF);
     float mx = -INFINITY;
 #pragma unroll
@@ -46,6 +49,13 @@ __device__ __forceinline__ float softmax_update(row_softmax &st, float (*s)[4], 
             for (int f = q; f < q + G; f++) mx = fmaxf(mx, fmaxf(s[f][2 * half], s[f][2 * half + 1]));
     mx = fmaxf(st.m, quad_max(mx) * mul);
     if (LAZY && mx - st.m <= FC_RESCALE_LOG2) mx = st.m; // (-inf - -inf is NaN: the first block moves)
+    return mx;
+}
+
+template <int NF, bool DEAD_ZERO = false>
+__device__ __forceinline__ float softmax_exp(row_softmax &st, float (*s)[4], int half, float mx, float mul = 1.0f,
+                                             int live = NF) {
+    constexpr int G = softmax_group(NF);
     float base = mx == -INFINITY ? 0.0f : mx;   // all masked so far: keep exp2 away from -inf - -inf
     float rescale = fast_exp2(st.m - base);     // 0 when the old max was -inf
     float sum = 0.0f;
@@ -66,6 +76,11 @@ __device__ __forceinline__ float softmax_update(row_softmax &st, float (*s)[4], 
     st.l = st.l * rescale + sum;
     st.m = mx;
     return rescale;
+}
+
+template <int NF, bool LAZY = false, bool DEAD_ZERO = false>
+__device__ __forceinline__ float softmax_update(row_softmax &st, float (*s)[4], int half, float mul = 1.0f, int live = NF) {
+    return softmax_exp<NF, DEAD_ZERO>(st, s, half, softmax_max<NF, LAZY>(st, s, half, mul, live), mul, live);
 }
 
 // Final row sum and natural-log lse; 0 sum (nothing visible, no sink) gives lse = -inf. FAST: log2 by the SFU
