@@ -892,7 +892,7 @@ __device__ __forceinline__ void wg_serial_block(const score_consts &sc, const fw
     wg_turn_wait(wg); // (ptxas may move a few exponentials above it: tests/sass_overlap.py)
 #pragma unroll
     for (int k = 0; k < 2; k++)
-        rescale[k] = softmax_exp<C::BN / 8, PLAIN && wg_skip_dead<C>(), true>(w.st[k], w.s[0], k, mx[k], mul, live);
+        rescale[k] = softmax_exp<C::BN / 8, PLAIN && wg_skip_dead<C>()>(w.st[k], w.s[0], k, mx[k], mul, live);
     if (it > 0 && (!C::LAZY || __any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f))) // (O: no PV yet at 0)
 #pragma unroll
         for (int f = 0; f < C::DV / 8; f++)

@@ -52,8 +52,7 @@ __device__ __forceinline__ float softmax_max(const row_softmax &st, float (*s)[4
     return mx;
 }
 
-// POLY: every fourth fragment's exponentials on the FMA pipe (exp2_fma), the rest on the SFU.
-template <int NF, bool DEAD_ZERO = false, bool POLY = false>
+template <int NF, bool DEAD_ZERO = false>
 __device__ __forceinline__ float softmax_exp(row_softmax &st, float (*s)[4], int half, float mx, float mul = 1.0f,
                                              int live = NF) {
     constexpr int G = softmax_group(NF);
@@ -65,10 +64,8 @@ __device__ __forceinline__ float softmax_exp(row_softmax &st, float (*s)[4], int
         if (q < live) {
 #pragma unroll
             for (int f = q; f < q + G; f++) {
-                float a = fmaf(s[f][2 * half], mul, -base), b = fmaf(s[f][2 * half + 1], mul, -base);
-                bool fma = POLY && f % 4 == 3;
-                s[f][2 * half] = fma ? exp2_fma(a) : fast_exp2(a);
-                s[f][2 * half + 1] = fma ? exp2_fma(b) : fast_exp2(b);
+                s[f][2 * half] = fast_exp2(fmaf(s[f][2 * half], mul, -base));
+                s[f][2 * half + 1] = fast_exp2(fmaf(s[f][2 * half + 1], mul, -base));
                 sum += s[f][2 * half] + s[f][2 * half + 1];
             }
         } else if (!DEAD_ZERO) {

@@ -9,17 +9,6 @@ __device__ __forceinline__ float fast_exp2(float x) {
     return y;
 }
 
-// 2^x on the FMA pipe (FlashAttention-4's emulation, for a share of a softmax's exponentials where the SFU is the
-// narrowest unit): x = n + f with n the nearest integer (the 1.5 * 2^23 rounding trick leaves n in t's low bits) and
-// f in [-1/2, 1/2], 2^f by a cubic fitted for relative error (1.01e-4, below P's bf16 rounding of 2^-9), 2^n added to
-// its exponent bits. Exactly 0 below -126 (masked scores, -inf included); NaN stays NaN.
-__device__ __forceinline__ float exp2_fma(float x) {
-    float t = x + 12582912.0f, n = t - 12582912.0f, f = x - n;
-    float p = fmaf(fmaf(fmaf(0.05500862f, f, 0.24221102f), f, 0.69328298f), f, 1.0f);
-    float y = __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-    return x < -126.0f ? 0.0f : x != x ? x : y;
-}
-
 // tanh on the SFU (tanh.approx, sm_75+), max relative error about 2^-11.
 __device__ __forceinline__ float fast_tanh(float x) {
     float y;
