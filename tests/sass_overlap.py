@@ -102,7 +102,8 @@ def block_loop_r2ur(body, wait=r"DEPBAR.LE gsb0, 0x1"):
     loops = []  # (first, last) instruction index of every backward branch's loop
     for i, (a, text) in enumerate(ins):
         m = re.search(r"\bBRA\b.*?0x([0-9a-f]+)", text)
-        if m and int(m.group(1), 16) < a and int(m.group(1), 16) in at:
+        stub = i >= 2 and "TRYWAIT" in ins[i - 2][1]  # the way back from an mbarrier wait's out-of-line retry: no loop
+        if m and int(m.group(1), 16) < a and int(m.group(1), 16) in at and not stub:
             loops.append((at[int(m.group(1), 16)], i))
     inner = set()
     for w, (_, text) in enumerate(ins):
