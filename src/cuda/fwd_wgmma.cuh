@@ -130,9 +130,9 @@ template <> struct wg_shape<256, 256, false, 1> { // paged K/V (TMA pages: 64-ke
 template <class S> constexpr auto wg_late_finish(int) -> decltype(S::LATE_FINISH) { return S::LATE_FINISH; }
 template <class S> constexpr bool wg_late_finish(long) { return false; }
 template <class S> constexpr auto wg_stages(int) -> decltype(S::STAGES) { return S::STAGES; }
+template <class S> constexpr int wg_stages(long) { return 2; }
 template <class S> constexpr auto wg_serial_of(int) -> decltype(S::SERIAL) { return S::SERIAL; }
 template <class S> constexpr bool wg_serial_of(long) { return false; }
-template <class S> constexpr int wg_stages(long) { return 2; }
 
 // T: the output's type (and the inputs' unless E says otherwise); E: the type of Q, K and V as they sit in
 // shared memory (T, or e4m3 for the FP8 prefill: FP8). Sizes below count E's bytes: a 16-byte chunk holds
@@ -842,6 +842,17 @@ __device__ __forceinline__ void wg_wait_after_softmax(const row_softmax *st) {
     wgmma_wait<0>();
 }
 
+// O rescaled by its rows' factors after a block's softmax (every block, or LAZY: only when a row max of the warp moved,
+// rare with the lazy max).
+template <class C>
+__device__ __forceinline__ void wg_rescale_o(wg_regs<C> &w, const float rescale[2]) {
+    if (!C::LAZY || __any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f))
+#pragma unroll
+        for (int f = 0; f < C::DV / 8; f++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) w.o[0][f][e] *= rescale[e / 2];
+}
+
 // Block it >= 1 (ring position g = pos + it): issue S(it) and PV(it - 1) in this warpgroup's turn; the
 // softmax of S(it) runs while PV(it - 1) and the other warpgroup's GEMMs do; then O is rescaled and P(it)
 // packed. K(it) goes back once S(it) is in, V(it - 1) once PV(it - 1) is done.
@@ -864,11 +875,7 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
     wgmma_hold<C::DV / 2>(&w.o[0][0][0]);
     wgmma_hold<C::PA>(&w.pa[0][0]); // P stays live until the PV reading it is done
     wg_release(&sm.v_empty[prev]);
-    if (!C::LAZY || __any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) // rare with the lazy max
-#pragma unroll
-        for (int f = 0; f < C::DV / 8; f++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) w.o[0][f][e] *= rescale[e / 2];
+    wg_rescale_o<C>(w, rescale);
     wg_pack_p<C>(w.s[0], w.pa);
 }
 
@@ -893,11 +900,7 @@ __device__ __forceinline__ void wg_serial_block(const score_consts &sc, const fw
 #pragma unroll
     for (int k = 0; k < 2; k++)
         rescale[k] = softmax_exp<C::BN / 8, PLAIN && wg_skip_dead<C>()>(w.st[k], w.s[0], k, mx[k], mul, live);
-    if (it > 0 && (!C::LAZY || __any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f))) // (O: no PV yet at 0)
-#pragma unroll
-        for (int f = 0; f < C::DV / 8; f++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) w.o[0][f][e] *= rescale[e / 2];
+    if (it > 0) wg_rescale_o<C>(w, rescale); // (no PV has written O yet at 0)
     wg_pack_p<C>(w.s[0], w.pa);
     wg_turn_pass<C>(wg);
     wg_acquire(&sm.v_full[cur], par);
