@@ -880,9 +880,11 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
 }
 
 // SERIAL (cuDNN's order, which its kernel for d 64's short causal calls runs): each block's S, softmax and PV one after
-// another in the warpgroup, no GEMM of its own under its softmax; the turn ring guards the exponentials instead
-// (softmax_exp, O's rescale, P's packing), so one warpgroup's exponentials run while the other's GEMMs and row maxima do,
-// and the two never contend for the MUFU at once. K(it) goes back once S(it) is in, V(it) once PV(it) is done.
+// another in the warpgroup, no GEMM of its own under its softmax; the turn ring guards the exponentials instead, so one
+// warpgroup's exponentials run while the other's GEMMs and row maxima do. In the SASS the turn holds the exponentials,
+// the sums and O's rescale; ptxas issues the pass before P's packing, and it may move register-only code across either
+// barrier (tests/sass_overlap.py checks that the exponentials stay after the wait; fencing them by memory order cost
+// 2%, PERF.md step 155). K(it) goes back once S(it) is in, V(it) once PV(it) is done.
 template <class C, bool MASK, bool PLAIN>
 __device__ __forceinline__ void wg_serial_block(const score_consts &sc, const fwd_tile &t, const wg_smem &sm,
                                                 const char *sq, int pos, int it, wg_regs<C> &w) {
