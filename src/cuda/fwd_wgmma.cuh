@@ -50,7 +50,8 @@
 // issue slots half idle (ncu, PERF.md step 66); 160 registers hold its S (64), O (32) and P (32).
 // SERIAL (d 64's two-warpgroup shape): each block's S, softmax and PV one after another in a warpgroup, the warpgroups
 // taking turns at the exponentials instead of at the GEMMs (cuDNN's order: wg_serial_block; d 64 causal 512 / 1k
-// +4 / +7%, PERF.md step 152; at d 128, whose GEMMs are as long as its softmax, -4..-11%: step 153).
+// +4 / +7%, PERF.md step 152, and +4.3 / +2.9% more in one block loop, step 161; at d 128, whose GEMMs are as long as
+// its softmax, -4..-11%: step 153).
 // STAGES: the K/V ring's depth, 2 unless a shape says; d 64's three warpgroups take 3 (their 32 KB stages leave
 // the room: +5% non-causal 512-4k, their block is short against a K/V load's latency; PERF.md step 102).
 template <int D, int DV, bool FP8 = false, int V = 0> struct wg_shape {
@@ -705,9 +706,10 @@ struct wg_regs {
 __device__ __forceinline__ int wg_index() { return (int)__reduce_min_sync(0xffffffffu, threadIdx.x / 128); }
 
 // Skip the exp2 of a masked block's hidden end (plain scores) only where it measured faster: d 64's two warpgroups
-// (causal up to 1k keys: +3-4%); d 192 lost 9-18% and d 64's three warpgroups spilled (PERF.md step 88).
+// (causal up to 1k keys: +3-4%); d 192 lost 9-18% and d 64's three warpgroups spilled (PERF.md step 88). Not in the
+// serial order's one loop, whose unmasked blocks would take the skip's branches too (PERF.md step 157).
 template <class C>
-__device__ __forceinline__ constexpr bool wg_skip_dead() { return C::D == 64 && C::CONSUMERS == 2; }
+__device__ __forceinline__ constexpr bool wg_skip_dead() { return C::D == 64 && C::CONSUMERS == 2 && !C::SERIAL; }
 
 // Plain scores (no softcap, no ALiBi, scale > 0): raw dot products, -inf where key block n hides them.
 // Each row's visible range once (visible_range), then per score the fragment column c = 8 f + e % 2
@@ -884,10 +886,11 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
 // warpgroup's exponentials run while the other's GEMMs and row maxima do. In the SASS the turn holds the exponentials,
 // the sums and O's rescale; ptxas issues the pass before P's packing, and it may move register-only code across either
 // barrier (tests/sass_overlap.py checks that the exponentials stay after the wait; fencing them by memory order cost
-// 2%, PERF.md step 155). K(it) goes back once S(it) is in, V(it) once PV(it) is done.
-template <class C, bool MASK, bool PLAIN>
+// 2%, PERF.md step 155). K(it) goes back once S(it) is in, V(it) once PV(it) is done. mask: the block needs one (a
+// branch in the block, so that one copy of its code serves every block: PERF.md step 161).
+template <class C, bool PLAIN>
 __device__ __forceinline__ void wg_serial_block(const score_consts &sc, const fwd_tile &t, const wg_smem &sm,
-                                                const char *sq, int pos, int it, wg_regs<C> &w) {
+                                                const char *sq, int pos, int it, bool mask, wg_regs<C> &w) {
     int g = pos + it, cur = g % C::STAGES, wg = threadIdx.x / 128, par = (g / C::STAGES) & 1;
     float mul = PLAIN ? sc.mul : 1.0f, mx[2], rescale[2];
     wg_acquire(&sm.k_full[cur], par);
@@ -895,7 +898,7 @@ __device__ __forceinline__ void wg_serial_block(const score_consts &sc, const fw
     wgmma_wait<0>();
     wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
     wg_release(&sm.k_empty[cur]);
-    int live = wg_scores<C, MASK, PLAIN>(sc, t.n_hi - 1 - it, w);
+    int live = mask ? wg_scores<C, true, PLAIN>(sc, t.n_hi - 1 - it, w) : wg_scores<C, false, PLAIN>(sc, t.n_hi - 1 - it, w);
 #pragma unroll
     for (int k = 0; k < 2; k++) mx[k] = softmax_max<C::BN / 8, C::LAZY>(w.st[k], w.s[0], k, mul, live);
     wg_turn_wait(wg); // (ptxas may move a few exponentials above it: tests/sass_overlap.py)
@@ -1020,18 +1023,16 @@ __device__ __forceinline__ void wg_run_blocks(const score_consts &sc, const fwd_
     for (; it < n_blocks; it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);
 }
 
-// SERIAL: key blocks n_hi - 1 down to n_lo of tile t by wg_serial_block, in wg_run_blocks' three loops.
+// SERIAL: key blocks n_hi - 1 down to n_lo of tile t by wg_serial_block, in one loop (the mask a branch inside it: one
+// copy of the block's code, half the instructions the warps fetch; PERF.md step 157).
 template <class C, bool PLAIN>
 __device__ __forceinline__ void wg_run_serial(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq,
                                               int pos, int r_lo, int r_hi, wg_regs<C> &w) {
-    int n_blocks = t.n_hi - t.n_lo, it = 0;
-    auto masked = [&](int it) { return block_needs_mask(sc, r_lo, r_hi, (t.n_hi - 1 - it) * C::BN, C::BN); };
 #pragma unroll 1
-    for (; it < n_blocks && masked(it); it++) wg_serial_block<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);
-#pragma unroll 1
-    for (; it < n_blocks && !masked(it); it++) wg_serial_block<C, false, PLAIN>(sc, t, sm, sq, pos, it, w);
-#pragma unroll 1
-    for (; it < n_blocks; it++) wg_serial_block<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);
+    for (int it = 0; it < t.n_hi - t.n_lo; it++) {
+        bool mask = block_needs_mask(sc, r_lo, r_hi, (t.n_hi - 1 - it) * C::BN, C::BN);
+        wg_serial_block<C, PLAIN>(sc, t, sm, sq, pos, it, mask, w);
+    }
 }
 
 // The split's key blocks, last to first, as this warpgroup's rows see them: those past its rows' last key
