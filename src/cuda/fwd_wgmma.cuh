@@ -50,7 +50,7 @@
 // issue slots half idle (ncu, PERF.md step 66); 160 registers hold its S (64), O (32) and P (32).
 // SERIAL (d 64's two-warpgroup shape): each block's S, softmax and PV one after another in a warpgroup, the warpgroups
 // taking turns at the exponentials instead of at the GEMMs (cuDNN's order: wg_serial_block; d 64 causal 512 / 1k
-// +4 / +7%, PERF.md step 152, and +4.3 / +2.9% more in one block loop, step 161; at d 128, whose GEMMs are as long as
+// +4 / +7%, PERF.md step 152, and +4.3 / +2.9% more in one block loop, step 157; at d 128, whose GEMMs are as long as
 // its softmax, -4..-11%: step 153).
 // STAGES: the K/V ring's depth, 2 unless a shape says; d 64's three warpgroups take 3 (their 32 KB stages leave
 // the room: +5% non-causal 512-4k, their block is short against a K/V load's latency; PERF.md step 102).
@@ -887,7 +887,7 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
 // the sums and O's rescale; ptxas issues the pass before P's packing, and it may move register-only code across either
 // barrier (tests/sass_overlap.py checks that the exponentials stay after the wait; fencing them by memory order cost
 // 2%, PERF.md step 155). K(it) goes back once S(it) is in, V(it) once PV(it) is done. mask: the block needs one (a
-// branch in the block, so that one copy of its code serves every block: PERF.md step 161).
+// branch in the block, so that one copy of its code serves every block: PERF.md step 157).
 template <class C, bool PLAIN>
 __device__ __forceinline__ void wg_serial_block(const score_consts &sc, const fwd_tile &t, const wg_smem &sm,
                                                 const char *sq, int pos, int it, bool mask, wg_regs<C> &w) {
