@@ -71,28 +71,34 @@ def check_kernel(body):
 def check_serial(body, bn):
     """(sites, fewest MUFU.EX2 after the turn's BAR.SYNC) over a serial kernel's waits for an S. A site whose scores
     take a softcap (tanh: MUFU.RCP beside its MUFU.EX2, branchy code that ptxas lays out apart) must have the turn;
-    its exponentials are not counted."""
-    sites, fewest, last_n = 0, None, None
+    its exponentials are not counted. A wait with no exponential before the next wgmma is not a softmax's (ptxas puts
+    one before the epilogue's first use of O). Also returns the sites' addresses (for block_loop_r2ur)."""
+    sites, fewest, last_n, where = 0, None, None, []
     for i, line in enumerate(body):
         m = re.search(r"[HQ]GMMA\.64x(\d+)x(16|32)\S* R\d+, gdesc", line)  # S: A and B from shared memory
         if re.search(r"[HQ]GMMA\.", line):
             last_n = int(m.group(1)) if m else None  # (P V: A from registers)
         if re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x0", line) and last_n == bn:
-            n, turn, tanh = 0, False, False
+            n, turn, tanh, exps = 0, False, False, 0
             for nxt in body[i + 1:]:
                 if "WARPGROUP.ARRIVE" in nxt or "WARPGROUP.DEPBAR" in nxt:
                     break
                 turn = turn or "BAR.SYNC" in nxt
                 tanh = tanh or "MUFU.RCP" in nxt
                 n += turn and "MUFU.EX2" in nxt
+                exps += "MUFU.EX2" in nxt
+            if exps == 0:
+                continue
             n = n if not tanh else (bn // 2 if turn else 0)
             sites += 1
             fewest = n if fewest is None else min(fewest, n)
-    return sites, fewest
+            where.append(line)
+    return sites, fewest, where
 
 
-def block_loop_r2ur(body, wait=r"DEPBAR.LE gsb0, 0x1"):
-    """R2UR instructions inside the block loops: the innermost loop (backward branch) around each first wait."""
+def block_loop_r2ur(body, wait=r"DEPBAR.LE gsb0, 0x1", only=None):
+    """R2UR instructions inside the block loops: the innermost loop (backward branch) around each first wait (only:
+    the body lines of the waits to take, where not every such wait is a block's)."""
     ins = []
     for line in body:
         m = re.match(r"\s*/\*([0-9a-f]+)\*/\s+(.*?);", line)
@@ -106,8 +112,9 @@ def block_loop_r2ur(body, wait=r"DEPBAR.LE gsb0, 0x1"):
         if m and int(m.group(1), 16) < a and int(m.group(1), 16) in at and not stub:
             loops.append((at[int(m.group(1), 16)], i))
     inner = set()
-    for w, (_, text) in enumerate(ins):
-        if re.search(wait, text):
+    addrs = None if only is None else {int(re.match(r"\s*/\*([0-9a-f]+)\*/", l).group(1), 16) for l in only}
+    for w, (a, text) in enumerate(ins):
+        if re.search(wait, text) and (addrs is None or a in addrs):
             around = [l for l in loops if l[0] <= w <= l[1]]
             if around:
                 inner.add(min(around, key=lambda l: l[1] - l[0]))
@@ -133,11 +140,14 @@ def main():
     for name, body in kernels:
         sites, fewest, bn = check_kernel(body)
         want = bn // 2 if bn else 1
-        serial = sites == 0 and bn is not None
+        # Serial (wg_serial_block): no exponentials between a first and a second wait, or none at all, while its waits for
+        # an S have them after the turn (an overlapped kernel's waits for S are followed by its GEMMs' issue, not a turn)
+        ssites, sfewest, swhere = check_serial(body, bn) if bn else (0, None, [])
+        serial = bn is not None and (sites == 0 or (fewest == 0 and ssites >= 2 and sfewest >= bn * 3 // 8))
         if serial:  # (ptxas moves a few exponentials above the bar.sync, whose registers it does not see: 3/4 of them)
-            sites, fewest = check_serial(body, bn)
+            sites, fewest = ssites, sfewest
             want = bn * 3 // 8
-        r2ur = block_loop_r2ur(body, r"DEPBAR.LE gsb0, 0x0" if serial else r"DEPBAR.LE gsb0, 0x1")
+        r2ur = block_loop_r2ur(body, r"DEPBAR.LE gsb0, 0x0", swhere) if serial else block_loop_r2ur(body)
         # Two score paths (plain, softcap/ALiBi) x three loops (masked, unmasked, masked): six main loops.
         # (A serial kernel in one block loop a score path, the mask a branch inside it: two.)
         ok = sites >= (2 if serial else 6) and fewest is not None and fewest >= want and r2ur == 0

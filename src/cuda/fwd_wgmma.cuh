@@ -881,21 +881,29 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
     wg_pack_p<C>(w.s[0], w.pa);
 }
 
+// SERIAL: issue the S of the key block at ring position g (its K waited for).
+template <class C>
+__device__ __forceinline__ void wg_serial_s(const wg_smem &sm, const char *sq, int g, wg_regs<C> &w) {
+    int cur = g % C::STAGES;
+    wg_acquire(&sm.k_full[cur], (g / C::STAGES) & 1);
+    wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
+}
+
 // SERIAL (cuDNN's order, which its kernel for d 64's short causal calls runs): each block's S, softmax and PV one after
 // another in the warpgroup, no GEMM of its own under its softmax; the turn ring guards the exponentials instead, so one
 // warpgroup's exponentials run while the other's GEMMs and row maxima do. In the SASS the turn holds the exponentials,
 // the sums and O's rescale; ptxas issues the pass before P's packing, and it may move register-only code across either
 // barrier (tests/sass_overlap.py checks that the exponentials stay after the wait; fencing them by memory order cost
-// 2%, PERF.md step 155). K(it) goes back once S(it) is in, V(it) once PV(it) is done. mask: the block needs one (a
-// branch in the block, so that one copy of its code serves every block: PERF.md step 157).
+// 2%, PERF.md step 155). K(it) goes back once S(it) is in, V(it) once PV(it) is done. S(it + 1) is issued right behind
+// PV(it), so that the tensor cores run the two back to back (PERF.md step 167); the tile's first S before the loop
+// (wg_run_serial). mask: the block needs one (a branch in the block, so that one copy of its code serves every block:
+// PERF.md step 157).
 template <class C, bool PLAIN>
 __device__ __forceinline__ void wg_serial_block(const score_consts &sc, const fwd_tile &t, const wg_smem &sm,
                                                 const char *sq, int pos, int it, bool mask, wg_regs<C> &w) {
     int g = pos + it, cur = g % C::STAGES, wg = threadIdx.x / 128, par = (g / C::STAGES) & 1;
     float mul = PLAIN ? sc.mul : 1.0f, mx[2], rescale[2];
-    wg_acquire(&sm.k_full[cur], par);
-    wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
-    wgmma_wait<0>();
+    wgmma_wait<0>(); // S(it), issued after PV(it - 1) (or before the loop)
     wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
     wg_release(&sm.k_empty[cur]);
     int live = mask ? wg_scores<C, true, PLAIN>(sc, t.n_hi - 1 - it, w) : wg_scores<C, false, PLAIN>(sc, t.n_hi - 1 - it, w);
@@ -910,7 +918,12 @@ __device__ __forceinline__ void wg_serial_block(const score_consts &sc, const fw
     wg_turn_pass<C>(wg);
     wg_acquire(&sm.v_full[cur], par);
     wg_pv<C>(w.pa, sm.stages + cur * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0], it == 0);
-    wgmma_wait<0>();
+    if (it + 1 < t.n_hi - t.n_lo) { // S(it + 1) right behind PV(it): the tensor cores run the two back to back
+        wg_serial_s<C>(sm, sq, g + 1, w);
+        wgmma_wait<1>();
+    } else {
+        wgmma_wait<0>();
+    }
     wgmma_hold<C::DV / 2>(&w.o[0][0][0]);
     wgmma_hold<C::PA>(&w.pa[0][0]);
     wg_release(&sm.v_empty[cur]);
@@ -1028,6 +1041,7 @@ __device__ __forceinline__ void wg_run_blocks(const score_consts &sc, const fwd_
 template <class C, bool PLAIN>
 __device__ __forceinline__ void wg_run_serial(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq,
                                               int pos, int r_lo, int r_hi, wg_regs<C> &w) {
+    wg_serial_s<C>(sm, sq, pos, w); // (each block issues the next one's S behind its PV)
 #pragma unroll 1
     for (int it = 0; it < t.n_hi - t.n_lo; it++) {
         bool mask = block_needs_mask(sc, r_lo, r_hi, (t.n_hi - 1 - it) * C::BN, C::BN);
