@@ -220,6 +220,7 @@ struct wg_smem {
     int64_t *tables;
     uint64_t *q_full, *q_empty, *k_full, *v_full, *k_empty, *v_empty; // q_*[QBUF], the others [STAGES]
     uint64_t *v_land;                                                  // [2]: FP8, V landed in land
+    bool fence; // a full barrier's waiters fence the copies for wgmma (wg_acquire)
 };
 
 template <class C>
@@ -681,10 +682,13 @@ __device__ __forceinline__ void wg_release(uint64_t *empty) {
     if (threadIdx.x % 32 == 0) mbar_arrive(empty);
 }
 
-// Wait for a buffer's copies, then order them (generic proxy) before wgmma's reads (async proxy).
-__device__ __forceinline__ void wg_acquire(uint64_t *full, int parity) {
+// Wait for a buffer's copies, then order them (generic proxy: cp.async) before wgmma's reads (async proxy). TMA's
+// writes need no fence (the barrier's completion makes them visible to wgmma), so the serial kernel fed by TMA alone
+// skips it (sm.fence: a few hundred cycles a block off its chain, PERF.md step 171); the overlapped kernels keep it
+// (step 146: without it their long calls' CTAs drift out of step and L2 merges fewer reads, -2%).
+__device__ __forceinline__ void wg_acquire(const wg_smem &sm, uint64_t *full, int parity) {
     mbar_wait(full, parity);
-    fence_proxy_async();
+    if (sm.fence) fence_proxy_async();
 }
 
 // A consumer thread's registers: scores (then probabilities) of the current block, P of the previous
@@ -810,7 +814,7 @@ __device__ __forceinline__ void wg_first(const score_consts &sc, const fwd_tile 
                                          int pos, int it, wg_regs<C> &w) {
     int g = pos + it, cur = g % C::STAGES, wg = threadIdx.x / 128;
     float rescale[2];
-    wg_acquire(&sm.k_full[cur], (g / C::STAGES) & 1);
+    wg_acquire(sm, &sm.k_full[cur], (g / C::STAGES) & 1);
     wg_turn_wait(wg);
     wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
     wg_turn_pass<C>(wg);
@@ -863,8 +867,8 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
                                         int pos, int it, wg_regs<C> &w) {
     int g = pos + it, cur = g % C::STAGES, prev = (g - 1) % C::STAGES, wg = threadIdx.x / 128;
     float rescale[2];
-    wg_acquire(&sm.k_full[cur], (g / C::STAGES) & 1);
-    wg_acquire(&sm.v_full[prev], ((g - 1) / C::STAGES) & 1);
+    wg_acquire(sm, &sm.k_full[cur], (g / C::STAGES) & 1);
+    wg_acquire(sm, &sm.v_full[prev], ((g - 1) / C::STAGES) & 1);
     wg_turn_wait(wg);
     wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
     wg_pv<C>(w.pa, sm.stages + prev * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0], it == 1);
@@ -885,7 +889,7 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
 template <class C>
 __device__ __forceinline__ void wg_serial_s(const wg_smem &sm, const char *sq, int g, wg_regs<C> &w) {
     int cur = g % C::STAGES;
-    wg_acquire(&sm.k_full[cur], (g / C::STAGES) & 1);
+    wg_acquire(sm, &sm.k_full[cur], (g / C::STAGES) & 1);
     wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
 }
 
@@ -916,7 +920,7 @@ __device__ __forceinline__ void wg_serial_block(const score_consts &sc, const fw
     if (it > 0) wg_rescale_o<C>(w, rescale); // (no PV has written O yet at 0)
     wg_pack_p<C>(w.s[0], w.pa);
     wg_turn_pass<C>(wg);
-    wg_acquire(&sm.v_full[cur], par);
+    wg_acquire(sm, &sm.v_full[cur], par);
     wg_pv<C>(w.pa, sm.stages + cur * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0], it == 0);
     if (it + 1 < t.n_hi - t.n_lo) { // S(it + 1) right behind PV(it): the tensor cores run the two back to back
         wg_serial_s<C>(sm, sq, g + 1, w);
@@ -972,7 +976,7 @@ __device__ __forceinline__ void wg_last(const fc_problem &p, const fwd_tile &t, 
     if (!keep_q) wg_release(q_empty);
     if (C::O_STAGE && (!o_tma || wg == 1)) wg_release(&sm.k_empty[last]); // (warpgroup 0's goes back after its O)
     if (C::O_STAGE && o_tma && wg == 1) named_bar_arrive(WG_BAR_K_FREE, 256);
-    wg_acquire(&sm.v_full[last], (g / C::STAGES) & 1);
+    wg_acquire(sm, &sm.v_full[last], (g / C::STAGES) & 1);
     wg_pv<C>(w.pa, sm.stages + last * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0], first);
     if (wg_finish_early<C>() && o_tma) wg_finish_rows<C>(p, t, tm, w); // (a branch: ptxas keeps the wait below it)
     wgmma_wait<0>();
@@ -1229,6 +1233,7 @@ __global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_c
     // of slack: ptxas knows every tile's base is aligned (block loops 10-13 instructions shorter at d 64 / 128)
     extern __shared__ __align__(1024) char wg_smem_raw[];
     wg_smem sm = wg_smem_of<C>(wg_smem_raw);
+    sm.fence = !(C::SERIAL && tm.solo); // (wg_acquire)
     if (threadIdx.x == 0) {
         int producers = tm.solo ? 1 : 128; // arrivals on a full barrier (wg_produce)
         for (int b = 0; b < C::QBUF; b++) {
