@@ -386,6 +386,8 @@ static fc_status launch_dims(const fc_problem *p, fc_split_ws ws, cudaStream_t s
     if (use_decode_cfg(p)) return launch_decode<T, D, DV>(p, ws, stream, info);
     if constexpr (wg_has_second_config<D, DV>)
         if (wg_second_config<D, DV>(p)) return launch<wg_cfg<T, D, DV, T, 1>>(p, ws, stream, info);
+    if constexpr (D == 64 && DV == 64) // d 64's third: three serial warpgroups for masked calls of 1k-4k keys
+        if (wg_masked(*p) && p->s_k <= 4096) return launch<wg_cfg<T, D, DV, T, 2>>(p, ws, stream, info);
     return launch<typename prefill_cfg<T, D, DV>::type>(p, ws, stream, info);
 }
 

@@ -70,6 +70,12 @@ template <> struct wg_shape<64, 64, false, 1> { // masked, up to 1k keys: partia
     static constexpr bool SERIAL = true;          // (wg_serial_block; PERF.md step 152)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
+template <> struct wg_shape<64, 64, false, 2> { // masked, 1k-4k keys: three serial warpgroups (PERF.md step 173)
+    static constexpr int BN = 128, QBUF = 2, STAGES = 3; // 2 x 24 KB Q + 3 x (16 + 16) KB K/V, as the overlapped three
+    static constexpr bool LAZY = false, O_TMA = true, LATE_FINISH = true;
+    static constexpr bool SERIAL = true;
+    static constexpr int CONSUMERS = 3, PRODUCER_REGS = 32, CONSUMER_REGS = 160;
+};
 template <> struct wg_shape<128, 128, true> {  // 192-key blocks: a third fewer softmax rounds a key than 128
     static constexpr int BN = 192, QBUF = 2;      // 2 x 16 KB Q + 2 x (24 + 32) KB K/Vt + 2 x 24 KB V landing
     static constexpr bool LAZY = true, O_TMA = false;
