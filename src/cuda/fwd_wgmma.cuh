@@ -51,7 +51,8 @@
 // SERIAL (d 64's two-warpgroup shape): each block's S, softmax and PV one after another in a warpgroup, the warpgroups
 // taking turns at the exponentials instead of at the GEMMs (cuDNN's order: wg_serial_block; d 64 causal 512 / 1k
 // +4 / +7%, PERF.md step 152, and +4.3 / +2.9% more in one block loop, step 157; at d 128, whose GEMMs are as long as
-// its softmax, -4..-11%: step 153).
+// its softmax, -4..-11%: step 153). d 64's third shape (V = 2, masked calls of 1k-2k keys) runs three warpgroups
+// serially: at 2k the third warpgroup's turn keeps the SFU busier than the overlapped three (+1.8%, step 173).
 // STAGES: the K/V ring's depth, 2 unless a shape says; d 64's three warpgroups take 3 (their 32 KB stages leave
 // the room: +5% non-causal 512-4k, their block is short against a K/V load's latency; PERF.md step 102).
 template <int D, int DV, bool FP8 = false, int V = 0> struct wg_shape {
@@ -69,6 +70,13 @@ template <> struct wg_shape<64, 64, false, 1> { // masked, up to 1k keys: partia
     static constexpr bool LAZY = false, O_TMA = true, LATE_FINISH = true; // (LAZY: causal 1k -2.9%, step 94)
     static constexpr bool SERIAL = true;          // (wg_serial_block; PERF.md step 152)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
+};
+template <> struct wg_shape<64, 64, false, 2> { // masked, 1k-2k keys: three serial warpgroups (causal 2k +1.8%,
+                                                // 4k -0.1%, 512 / 1k -10 / -12%: PERF.md steps 172, 173)
+    static constexpr int BN = 128, QBUF = 2, STAGES = 3; // 2 x 24 KB Q + 3 x (16 + 16) KB K/V, as the overlapped three
+    static constexpr bool LAZY = false, O_TMA = true, LATE_FINISH = true;
+    static constexpr bool SERIAL = true;
+    static constexpr int CONSUMERS = 3, PRODUCER_REGS = 32, CONSUMER_REGS = 160;
 };
 template <> struct wg_shape<128, 128, true> {  // 192-key blocks: a third fewer softmax rounds a key than 128
     static constexpr int BN = 192, QBUF = 2;      // 2 x 16 KB Q + 2 x (24 + 32) KB K/Vt + 2 x 24 KB V landing
