@@ -368,8 +368,7 @@ static fc_status launch_decode(const fc_problem *p, fc_split_ws ws, cudaStream_t
 // paged cache (TMA takes its pages only in blocks a page divides or is a multiple of: 64 and 256-key pages
 // by cp.async measured 1.8x slower) and short sequences (512 = 6.4 blocks of 80; -3% at 512, causal 1k -3%:
 // PERF.md steps 77, 104). d 64, two consumer warpgroups (128-row tiles): masked calls of up to 1k keys, whose
-// partial 192-row tiles lost 4-7% to them (PERF.md steps 69, 78). d 64's third config (V = 2, launch_dims):
-// masked calls of 1k-2k keys on three serial warpgroups (PERF.md step 173).
+// partial 192-row tiles lost 4-7% to them (PERF.md steps 69, 78).
 template <int D, int DV>
 static constexpr bool wg_has_second_config = (D == 256 && DV == 256) || (D == 64 && DV == 64) || (D == 192 && DV == 192);
 template <int D, int DV> static inline bool wg_second_config(const fc_problem *p) {
@@ -381,14 +380,19 @@ template <int D, int DV> static inline bool wg_second_config(const fc_problem *p
     if (D == 192) return (p->kv_layout == FC_KV_PAGED && p->page_size % 64 == 0) || (wg_masked(*p) && p->s_k <= 512);
     return wg_masked(*p) && p->s_k <= 1024; // d 64
 }
+// The third (wg_shape V = 2), d 64 only: masked calls of 1k-2k keys (those up to 1k take the second) on three serial
+// warpgroups (causal 2k +1.8%, 4k level: PERF.md step 173).
+template <int D, int DV>
+static constexpr bool wg_has_third_config = D == 64 && DV == 64;
+static inline bool wg_third_config(const fc_problem *p) { return wg_masked(*p) && p->s_k <= 2048; }
 
 template <typename T, int D, int DV>
 static fc_status launch_dims(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (use_decode_cfg(p)) return launch_decode<T, D, DV>(p, ws, stream, info);
     if constexpr (wg_has_second_config<D, DV>)
         if (wg_second_config<D, DV>(p)) return launch<wg_cfg<T, D, DV, T, 1>>(p, ws, stream, info);
-    if constexpr (D == 64 && DV == 64) // d 64's third: three serial warpgroups for masked calls of 1k-2k keys
-        if (wg_masked(*p) && p->s_k <= 2048) return launch<wg_cfg<T, D, DV, T, 2>>(p, ws, stream, info);
+    if constexpr (wg_has_third_config<D, DV>)
+        if (wg_third_config(p)) return launch<wg_cfg<T, D, DV, T, 2>>(p, ws, stream, info);
     return launch<typename prefill_cfg<T, D, DV>::type>(p, ws, stream, info);
 }
 

@@ -71,12 +71,10 @@ template <> struct wg_shape<64, 64, false, 1> { // masked, up to 1k keys: partia
     static constexpr bool SERIAL = true;          // (wg_serial_block; PERF.md step 152)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
-template <> struct wg_shape<64, 64, false, 2> { // masked, 1k-2k keys: three serial warpgroups (causal 2k +1.8%,
-                                                // 4k -0.1%, 512 / 1k -10 / -12%: PERF.md steps 172, 173)
-    static constexpr int BN = 128, QBUF = 2, STAGES = 3; // 2 x 24 KB Q + 3 x (16 + 16) KB K/V, as the overlapped three
-    static constexpr bool LAZY = false, O_TMA = true, LATE_FINISH = true;
-    static constexpr bool SERIAL = true;
-    static constexpr int CONSUMERS = 3, PRODUCER_REGS = 32, CONSUMER_REGS = 160;
+// masked, 1k-2k keys: the three warpgroups' shape in the serial order (causal 2k +1.8%, 4k -0.1%, 512 / 1k -10 / -12%:
+// PERF.md steps 172, 173)
+template <> struct wg_shape<64, 64, false, 2> : wg_shape<64, 64> {
+    static constexpr bool LAZY = false, SERIAL = true;
 };
 template <> struct wg_shape<128, 128, true> {  // 192-key blocks: a third fewer softmax rounds a key than 128
     static constexpr int BN = 192, QBUF = 2;      // 2 x 16 KB Q + 2 x (24 + 32) KB K/Vt + 2 x 24 KB V landing
@@ -905,8 +903,8 @@ __device__ __forceinline__ void wg_serial_s(const wg_smem &sm, const char *sq, i
 // another in the warpgroup, no GEMM of its own under its softmax; the turn ring guards the exponentials instead, so one
 // warpgroup's exponentials run while the other's GEMMs and row maxima do. In the SASS the turn holds the exponentials,
 // the sums and O's rescale; ptxas issues the pass before P's packing, and it may move register-only code across either
-// barrier (tests/sass_overlap.py checks that the exponentials stay after the wait; fencing them by memory order cost
-// 2%, PERF.md step 155). K(it) goes back once S(it) is in, V(it) once PV(it) is done. S(it + 1) is issued right behind
+// barrier (tests/sass_overlap.py checks that the exponentials stay between the wait and the pass; fencing them by
+// memory order cost 2%, PERF.md step 155; a loose turn 16%, step 172). K(it) goes back once S(it) is in, V(it) once PV(it) is done. S(it + 1) is issued right behind
 // PV(it), so that the tensor cores run the two back to back (PERF.md step 167); the tile's first S before the loop
 // (wg_run_serial). mask: the block needs one (a branch in the block, so that one copy of its code serves every block:
 // PERF.md step 157).
