@@ -637,6 +637,32 @@ static void sweep_long256(group *g) {
     }
 }
 
+/* d 64's masked calls of 1k-2k keys (its third config: three serial warpgroups on 192-row tiles, fwd_launch.cuh):
+ * causal, a window and both, MHA / GQA / MQA, s_q below, at and above s_k (rows that see no key), partial tiles,
+ * softcap, ALiBi, sinks, LSE, varlen and paged K/V (pages of 64 by TMA, 16 by cp.async), one split, three, auto. */
+static void sweep_mid64(group *g) {
+    static const int keys[4] = {1027, 1300, 1601, 2048};
+    for (int i = 0; i < 12; i++) {
+        cfg c = cfg_base();
+        c.dt = DTYPES[i % 2];
+        c.d = c.d_v = 64;
+        set_heads(&c, i);
+        c.b = 2;
+        c.s_k = keys[i % 4];
+        c.s_q = i % 3 == 0 ? c.s_k : i % 3 == 1 ? c.s_k - 211 : c.s_k + 90;
+        set_mask(&c, 1 + i % 3);
+        if (i == 4) c.softcap = 30.0f;
+        if (i == 5) c.alibi = 1;
+        if (i == 7) c.sinks = 1;
+        if (i == 8) c.q_varlen = 1, c.kv = KV_VARLEN;
+        if (i == 10) c.kv = KV_PAGED, c.page_size = 64;
+        if (i == 11) c.kv = KV_PAGED, c.page_size = 16;
+        c.lse = i % 2 == 0 || i == 7;
+        c.splits[0] = split_of(i);
+        run_case(g, &c);
+    }
+}
+
 /* Non-contiguous views: q/k/v slices of a packed qkv, padded strides (16-byte multiples). */
 static void sweep_strides(group *g) {
     for (int i = 0; i < 8; i++) {
@@ -793,7 +819,7 @@ int main(int argc, char **argv) {
         {"append", sweep_append}, {"masked", sweep_masked},   {"strides", sweep_strides},   {"mixed", sweep_mixed},
         {"graph", sweep_graph},   {"odd_dims", sweep_odd_dims}, {"kv_index", sweep_kv_index},
         {"fp8", sweep_fp8},       {"fp8q", sweep_fp8q},       {"walks", sweep_walks},
-        {"long256", sweep_long256}, {"wide_groups", sweep_wide_groups},
+        {"long256", sweep_long256}, {"wide_groups", sweep_wide_groups}, {"mid64", sweep_mid64},
     };
     const char *only = argc > 1 ? argv[1] : NULL; /* optional: one group by name */
     if (harness_init("gpu_attn")) return 2;
