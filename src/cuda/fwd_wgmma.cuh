@@ -218,7 +218,7 @@ struct wg_tma {
     int solo;   // every Q tile and key block by TMA, no length to check: the producer's warp 0 alone runs (wg_produce),
                 // and every tile takes its sequence's lengths from p (wg_tile_at: seqlen_dense)
     int shift;  // the masked walk's tiles end at the sequence's last row, the first cut short (wg_tile_at): BM x tiles -
-                // packed rows where the host allows rows < 0 (fwd_launch.cuh wg_end_shift), else 0
+                // packed rows in whole 64-row boxes, where the host allows rows < 0 (fwd_launch.cuh wg_end_shift), else 0
     // The walk's divisors (wg_tile_at): a head's query tiles ms, ms x splits, splits, h_k, the GQA group, and
     // the masked persistent walk's heads a round (W)
     fastdiv ms, units_per_head, splits, h_k, group, w;
@@ -273,8 +273,8 @@ __host__ __device__ __forceinline__ int64_t wg_query_tiles(const fc_problem &p, 
 }
 
 // Query rows of pm packed rows, pm a multiple of the group, negative where the masked walk's first tile starts before
-// the sequence (tm.shift): its rows < 0 come as zeros (Q's TMA box) and are not stored (O's box clips them, the lse
-// store skips them).
+// the sequence (tm.shift): its rows < 0 come as zeros (Q's TMA box; a load may start before
+// row 0, a store may not) and are not stored (wg_store_tma skips their warpgroups' boxes, the lse store their rows).
 __device__ __forceinline__ int wg_rows_of(int pm, const fastdiv &group) {
     return pm >= 0 ? (int)div_of((unsigned)pm, group) : -(int)div_of((unsigned)-pm, group);
 }
@@ -1130,8 +1130,9 @@ __device__ __forceinline__ void wg_store_tma(const fc_problem &p, const fwd_tile
     }
     fence_proxy_async();
     named_bar_sync(2 + wg, 128);
-    if (threadIdx.x % 128 == 0) {
-        int row = (int)t.s.q_row0 + wg_rows_of(t.m0 + 64 * wg, tm.group), outer = tm.o_kind == WG_TMA_DENSE ? t.b : 0;
+    // (A box of rows before 0, tm.shift's, is not stored: a TMA store at a negative row faults, illegal instruction)
+    if (threadIdx.x % 128 == 0 && t.m0 + 64 * wg >= 0) {
+        int row = (int)t.s.q_row0 + (int)div_of(t.m0 + 64 * wg, tm.group), outer = tm.o_kind == WG_TMA_DENSE ? t.b : 0;
         for (int f = 0; f < C::DVS / 64; f++) // a box past d_v (d 96: features 96-127) is clipped by the map
             tma_store_4d(&tm.o, o + f * rows * 128, 64 * f, t.hk * t.group, row, outer);
         tma_store_commit();
