@@ -139,6 +139,19 @@ static wg_tma wg_tma_of(const fc_problem *p, int splits) {
     return tm;
 }
 
+// The masked persistent walk's tiles placed to end at the sequence's last packed row (tm.shift = cut, the rows a
+// tile grid from row 0 has past it): the one partial tile is then a sequence's first, which sees the fewest keys,
+// instead of its last, which sees them all (d 64's 192-row tiles: 6% of the causal 2k / 4k work). Only where rows
+// before 0 are harmless: dense Q by TMA (rows < 0 come as zeros), O by TMA (its box clips them), no rotary (it
+// would index its tables by them), and every row seeing a key (s_k >= s_q: every tile has a block, so none takes
+// the register store of a tile with none, store_rows). In whole warpgroups' rows (64 packed rows, O's TMA box):
+// a box that starts before row 0 is then wholly before it and not stored (wg_store_tma; a TMA store at a negative
+// row faults: illegal instruction, PERF.md step 175).
+static inline int wg_end_shift(const fc_problem *p, const wg_tma &tm, int64_t cut) {
+    bool safe = tm.solo && tm.q_kind == WG_TMA_DENSE && tm.o_kind == WG_TMA_DENSE && !p->rotary_cos && p->s_k >= p->s_q;
+    return safe ? (int)(cut / 64 * 64) : 0;
+}
+
 static inline bool use_decode_cfg(const fc_problem *p) { return (int64_t)p->s_q * (p->h_q / p->h_k) <= 16; }
 
 // CTAs of a config that fit on one SM, by shared memory and threads.
@@ -310,6 +323,7 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
         int64_t ctas = wg_walk_ctas(p, m_tiles, ws.splits, (int64_t)sm_count() * per_sm);
         wg_tma tm = wg_tma_of<C>(p, ws.splits);
         wg_walk_divisors(&tm, p, m_tiles, ws.splits, wg_masked(*p) && ctas > 0 ? ctas / m_tiles : 1);
+        if (ctas > 0 && wg_masked(*p)) tm.shift = wg_end_shift(p, tm, m_tiles * C::BM - (int64_t)p->s_q * group);
         // Both walks launched early (PDL, as decode is): fwd_wgmma_kernel waits for the previous kernel first (+1.4%
         // at 512-2k keys: the next call's CTAs are resident when a grid ends; PERF.md step 96).
         if (ctas > 0) { // a grid of at most as many CTAs as fit at once, walking the units (wg_tile_at)
@@ -380,11 +394,12 @@ template <int D, int DV> static inline bool wg_second_config(const fc_problem *p
     if (D == 192) return (p->kv_layout == FC_KV_PAGED && p->page_size % 64 == 0) || (wg_masked(*p) && p->s_k <= 512);
     return wg_masked(*p) && p->s_k <= 1024; // d 64
 }
-// The third (wg_shape V = 2), d 64 only: masked calls of 1k-2k keys (those up to 1k take the second) on three serial
-// warpgroups (causal 2k +1.8%, 4k level: PERF.md step 173).
+// The third (wg_shape V = 2), d 64 only: three serial warpgroups for masked calls of 1k-2k keys (those up to 1k take
+// the second; causal 2k +1.8%, 4k level: PERF.md step 173) and non-causal ones up to 1k (512 +2.2%, 1k +0.6%, 2k
+// -0.8%: step 174).
 template <int D, int DV>
 static constexpr bool wg_has_third_config = D == 64 && DV == 64;
-static inline bool wg_third_config(const fc_problem *p) { return wg_masked(*p) && p->s_k <= 2048; }
+static inline bool wg_third_config(const fc_problem *p) { return p->s_k <= (wg_masked(*p) ? 2048 : 1024); }
 
 template <typename T, int D, int DV>
 static fc_status launch_dims(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {

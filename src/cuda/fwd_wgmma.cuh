@@ -215,6 +215,8 @@ struct wg_tma {
     int o_kind; // O by TMA store (boxes of 64 features x group heads x 64 / group rows: one warpgroup's), else off
     int solo;   // every Q tile and key block by TMA, no length to check: the producer's warp 0 alone runs (wg_produce),
                 // and every tile takes its sequence's lengths from p (wg_tile_at: seqlen_dense)
+    int shift;  // the masked walk's tiles end at the sequence's last row, the first cut short (wg_tile_at): BM x tiles -
+                // packed rows in whole 64-row boxes, where the host allows rows < 0 (fwd_launch.cuh wg_end_shift), else 0
     // The walk's divisors (wg_tile_at): a head's query tiles ms, ms x splits, splits, h_k, the GQA group, and
     // the masked persistent walk's heads a round (W)
     fastdiv ms, units_per_head, splits, h_k, group, w;
@@ -268,6 +270,13 @@ __host__ __device__ __forceinline__ int64_t wg_query_tiles(const fc_problem &p, 
     return ((int64_t)p.s_q * (p.h_q / p.h_k) + bm - 1) / bm;
 }
 
+// Query rows of pm packed rows, pm a multiple of the group, negative where the masked walk's first tile starts before
+// the sequence (tm.shift): its rows < 0 come as zeros (Q's TMA box; a load may start before
+// row 0, a store may not) and are not stored (wg_store_tma skips their warpgroups' boxes, the lse store their rows).
+__device__ __forceinline__ int wg_rows_of(int pm, const fastdiv &group) {
+    return pm >= 0 ? (int)div_of((unsigned)pm, group) : -(int)div_of((unsigned)-pm, group);
+}
+
 // Steps of this CTA's walk.
 template <class C, bool P>
 __device__ __forceinline__ int wg_steps(const fc_problem &p, const wg_tma &tm) {
@@ -298,7 +307,7 @@ __device__ __forceinline__ bool wg_tile_at(const fc_problem &p, const wg_tma &tm
         unsigned w = tm.w.d, z = (unsigned)(p.batch * p.h_k);
         unsigned q = k % 2 ? gridDim.x - 1 - blockIdx.x : blockIdx.x, qw = div_of(q, tm.w), zi = (unsigned)k * w + q - qw * w;
         bool some = zi < z;
-        t.m0 = some ? (int)(tm.ms.d - 1 - qw) * C::BM : 0x3fffffff; // a round past the last head: no rows
+        t.m0 = some ? (int)(tm.ms.d - 1 - qw) * C::BM - tm.shift : 0x3fffffff; // a round past the last head: no rows
         t.split = 0;
         t.hk = some ? (int)mod_of(zi, tm.h_k) : 0;
         t.b = some ? (int)div_of(zi, tm.h_k) : 0;
@@ -317,7 +326,7 @@ __device__ __forceinline__ bool wg_tile_at(const fc_problem &p, const wg_tma &tm
     t.s = tm.solo ? seqlen_dense(p, t.b) : seqlen_checked(p, t.b, &t.bad);
     t.packed_rows = t.s.s_q * t.group;
     if (t.m0 >= t.packed_rows) return false;
-    t.r_lo = (int)div_of(t.m0, tm.group);
+    t.r_lo = (int)div_of(max(t.m0, 0), tm.group); // (m0 < 0: tm.shift)
     t.r_hi = (int)div_of(min(t.m0 + C::BM, t.packed_rows) - 1, tm.group) + 1;
     int j0, j1;
     fc_key_range(&p, t.s.s_q, t.s.s_k, t.r_lo, t.r_hi, &j0, &j1);
@@ -360,7 +369,7 @@ __device__ __forceinline__ void wg_tma_q(const wg_tma &tm, const fwd_tile &t, ch
     }
     fence_proxy_async(); // the consumers' rotary may have written this buffer before (generic proxy)
     mbar_arrive_expect_tx(bar, C::Q_BYTES);
-    int row = (int)t.s.q_row0 + (int)div_of(t.m0, tm.group), outer = tm.q_kind == WG_TMA_DENSE ? t.b : 0;
+    int row = (int)t.s.q_row0 + wg_rows_of(t.m0, tm.group), outer = tm.q_kind == WG_TMA_DENSE ? t.b : 0;
     for (int f = 0; f < C::DS / C::FA; f++)
         tma_load_4d(sq + f * C::BM * 128, &tm.q, C::FA * f, t.hk * t.group, row, outer, bar);
 }
@@ -961,7 +970,7 @@ __device__ __forceinline__ void wg_finish_rows(const fc_problem &p, const fwd_ti
         float sum, lse = softmax_finish<true>(w.st[k], &sum);
         w.inv[k] = sum > 0.0f ? __fdividef(1.0f, sum) : 0.0f; // (O rounded to T next: 2 ulp of fp32 do not show)
         int pm = t.m0 + slot_row<C>(k);
-        if (p.lse && lane % 4 == 0 && pm < t.packed_rows) { // (the host's divisor: a division here was ~30 instructions)
+        if (p.lse && lane % 4 == 0 && pm >= 0 && pm < t.packed_rows) { // (the host's divisor: a division here was ~30 instructions)
             int r = (int)div_of(pm, tm.group);
             store_lse(p, t, r, t.hk * t.group + pm - r * t.group, lse);
         }
@@ -1013,7 +1022,7 @@ __device__ __forceinline__ constexpr bool wg_skips() {
 template <class C, bool P>
 __device__ __forceinline__ int wg_blocks_unseen(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, int g, int *r_lo,
                                                 int *r_hi) {
-    int pm0 = t.m0 + 64 * g, pm1 = min(pm0 + 64, t.packed_rows), j0 = 0, j1 = 0;
+    int pm0 = max(t.m0 + 64 * g, 0), pm1 = min(t.m0 + 64 * g + 64, t.packed_rows), j0 = 0, j1 = 0;
     *r_lo = t.r_lo;
     *r_hi = t.r_hi;
     if (!wg_skips<C, P>()) return 0;
@@ -1119,7 +1128,8 @@ __device__ __forceinline__ void wg_store_tma(const fc_problem &p, const fwd_tile
     }
     fence_proxy_async();
     named_bar_sync(2 + wg, 128);
-    if (threadIdx.x % 128 == 0) {
+    // (A box of rows before 0, tm.shift's, is not stored: a TMA store at a negative row faults, illegal instruction)
+    if (threadIdx.x % 128 == 0 && t.m0 + 64 * wg >= 0) {
         int row = (int)t.s.q_row0 + (int)div_of(t.m0 + 64 * wg, tm.group), outer = tm.o_kind == WG_TMA_DENSE ? t.b : 0;
         for (int f = 0; f < C::DVS / 64; f++) // a box past d_v (d 96: features 96-127) is clipped by the map
             tma_store_4d(&tm.o, o + f * rows * 128, 64 * f, t.hk * t.group, row, outer);
@@ -1144,7 +1154,7 @@ __device__ __forceinline__ wg_tile_state wg_tile_setup(const fc_problem &p, cons
     ts.sc = score_consts_of(p, t.s.s_q, t.s.s_k);
 #pragma unroll
     for (int k = 0; k < 2; k++) {
-        int pm = min(t.m0 + slot_row<C>(k), t.packed_rows - 1), r = (int)div_of(pm, tm.group);
+        int pm = min(max(t.m0 + slot_row<C>(k), 0), t.packed_rows - 1), r = (int)div_of(pm, tm.group);
         int h = t.hk * t.group + pm - r * t.group;
         w.rs[k].r = r;
         w.rs[k].slope = p.alibi ? p.alibi[t.b * p.alibi_sb + h * p.alibi_sh] * FC_LOG2E : 0.0f;
