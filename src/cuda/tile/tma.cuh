@@ -15,8 +15,9 @@ __device__ __forceinline__ void tma_load_4d(void *dst, const CUtensorMap *map, i
                  : "memory");
 }
 
-// Copy a box from src (laid out as tma_load_4d's dst) to `map` at (c0, c1, c2, c3); elements outside the
-// tensor are not written. Asynchronous: tma_store_commit closes this thread's group of stores, and
+// Copy a box from src (laid out as tma_load_4d's dst) to `map` at (c0, c1, c2, c3); elements past the
+// tensor's end are not written, but a box may not start at a negative coordinate (a load's may: those come as
+// zeros): the store faults, illegal instruction (PERF.md step 175). Asynchronous: tma_store_commit closes this thread's group of stores, and
 // tma_store_wait_read waits until their shared memory has been read (it may be written again).
 // The threads that wrote src fence it first (fence_proxy_async): the copy reads through the async proxy.
 __device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, const void *src, int c0, int c1, int c2, int c3) {
