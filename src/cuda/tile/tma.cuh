@@ -17,8 +17,9 @@ __device__ __forceinline__ void tma_load_4d(void *dst, const CUtensorMap *map, i
 
 // Copy a box from src (laid out as tma_load_4d's dst) to `map` at (c0, c1, c2, c3); elements past the
 // tensor's end are not written, but a box may not start at a negative coordinate (a load's may: those come as
-// zeros): the store faults, illegal instruction (PERF.md step 175). Asynchronous: tma_store_commit closes this thread's group of stores, and
-// tma_store_wait_read waits until their shared memory has been read (it may be written again).
+// zeros): the store faults, illegal instruction (PERF.md step 175). Asynchronous: tma_store_commit closes this
+// thread's group of stores, and tma_store_wait_read waits until their shared memory has been read (it may be written
+// again).
 // The threads that wrote src fence it first (fence_proxy_async): the copy reads through the async proxy.
 __device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, const void *src, int c0, int c1, int c2, int c3) {
     asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(map),
