@@ -38,7 +38,9 @@ __device__ __forceinline__ void pack_p_e4m3(const float (*s)[4], uint32_t (*pa)[
 __device__ __forceinline__ uint32_t sw64_offset(int row, int chunk) {
     return (uint32_t)row * 64u + (uint32_t)((chunk ^ (row >> 1)) & 3) * 16u;
 }
-__device__ __forceinline__ uint64_t wgmma_desc_k64(const char *tile, int kk) { return wgmma_desc(tile + kk * 32, 16, 512, 2); }
+__device__ __forceinline__ uint64_t wgmma_desc_k64(const char *tile, int kk) {
+    return wgmma_desc_plus(wgmma_desc(tile, 16, 512, 2), (uint32_t)(kk * 32));
+}
 
 // V (BN keys x DV features, e4m3, as a TMA box lands: byte f of key k at sw128_offset(k, f / 16, BN) + f % 16)
 // into Vt (DV rows of BN keys, K-major: key position p of feature f at sw128_offset(f, p / 16, DV) + p % 16

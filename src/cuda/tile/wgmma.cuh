@@ -22,16 +22,23 @@ __device__ __forceinline__ uint64_t wgmma_desc(const void *smem, uint32_t lbo, u
     return ((addr & 0x3ffff) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32 | (uint64_t)swizzle << 62;
 }
 
+// A descriptor moved `bytes` further into its tile. The start address is the low 14 bits (16-byte units) and shared
+// memory ends below 256 KB, so the add never carries past them: one 32-bit add a k-step on the tile's descriptor,
+// where wgmma_desc of each step's address took four uniform instructions (its mask and shift again).
+__device__ __forceinline__ uint64_t wgmma_desc_plus(uint64_t desc, uint32_t bytes) {
+    return (desc & 0xffffffff00000000ull) | (uint32_t)((uint32_t)desc + (bytes >> 4));
+}
+
 // K-major operand (rows of the M or N dimension, k contiguous): k-step kk of 16 elements of a tile of
 // `rows` rows starting at row 0 of `tile`: 32 bytes per step within an atom, the next atom every 4 steps.
 __device__ __forceinline__ uint64_t wgmma_desc_k(const char *tile, int rows, int kk) {
-    return wgmma_desc(tile + (kk >> 2) * rows * 128 + (kk & 3) * 32, 16, 1024);
+    return wgmma_desc_plus(wgmma_desc(tile, 16, 1024), (uint32_t)((kk >> 2) * rows * 128 + (kk & 3) * 32));
 }
 
 // MN-major operand (a tile of k rows x N elements, N contiguous, e.g. V as [key][feature]); k-step kk
 // covers rows 16 kk .. 16 kk + 15; the next 64 columns of N sit one atom (rows * 128 bytes) further.
 __device__ __forceinline__ uint64_t wgmma_desc_mn(const char *tile, int rows, int kk) {
-    return wgmma_desc(tile + kk * 16 * 128, (uint32_t)rows * 128u, 1024);
+    return wgmma_desc_plus(wgmma_desc(tile, (uint32_t)rows * 128u, 1024), (uint32_t)(kk * 16 * 128));
 }
 
 // ---------------------------------------------------------------------------------------------
