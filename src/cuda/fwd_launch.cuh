@@ -142,11 +142,11 @@ static wg_tma wg_tma_of(const fc_problem *p, int splits) {
 // The masked persistent walk's tiles placed to end at the sequence's last packed row (tm.shift = cut, the rows a
 // tile grid from row 0 has past it): the one partial tile is then a sequence's first, which sees the fewest keys,
 // instead of its last, which sees them all (d 64's 192-row tiles: 6% of the causal 2k / 4k work). Only where rows
-// before 0 are harmless: dense Q by TMA (rows < 0 come as zeros), O by TMA (its box clips them), no rotary (it
-// would index its tables by them), and every row seeing a key (s_k >= s_q: every tile has a block, so none takes
-// the register store of a tile with none, store_rows). In whole warpgroups' rows (64 packed rows, O's TMA box):
-// a box that starts before row 0 is then wholly before it and not stored (wg_store_tma; a TMA store at a negative
-// row faults: illegal instruction, PERF.md step 175).
+// before 0 are harmless: dense Q by TMA (rows < 0 come as zeros), O by TMA, no rotary (it would index its tables by
+// them), and every row seeing a key (s_k >= s_q: every tile has a block, so none takes the register store of a tile
+// with none, store_rows). In whole warpgroups' rows (64 packed rows, O's TMA box), so that a box starting before row
+// 0 lies wholly before it and is not stored (wg_store_tma; a TMA store at a negative row faults: illegal
+// instruction, PERF.md step 175).
 static inline int wg_end_shift(const fc_problem *p, const wg_tma &tm, int64_t cut) {
     bool safe = tm.solo && tm.q_kind == WG_TMA_DENSE && tm.o_kind == WG_TMA_DENSE && !p->rotary_cos && p->s_k >= p->s_q;
     return safe ? (int)(cut / 64 * 64) : 0;

@@ -271,8 +271,8 @@ __host__ __device__ __forceinline__ int64_t wg_query_tiles(const fc_problem &p, 
 }
 
 // Query rows of pm packed rows, pm a multiple of the group, negative where the masked walk's first tile starts before
-// the sequence (tm.shift): its rows < 0 come as zeros (Q's TMA box; a load may start before
-// row 0, a store may not) and are not stored (wg_store_tma skips their warpgroups' boxes, the lse store their rows).
+// the sequence (tm.shift): its rows < 0 come as zeros (Q's TMA box: a load may start before row 0, a store may not)
+// and are not stored (wg_store_tma skips their warpgroups' boxes, the lse store their rows).
 __device__ __forceinline__ int wg_rows_of(int pm, const fastdiv &group) {
     return pm >= 0 ? (int)div_of((unsigned)pm, group) : -(int)div_of((unsigned)-pm, group);
 }
