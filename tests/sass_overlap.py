@@ -73,8 +73,8 @@ def check_kernel(body):
 def check_serial(body, bn):
     """(sites, fewest MUFU.EX2 between the turn's BAR.SYNC and its pass, BAR.ARV) over a serial kernel's waits for an
     S. A site whose scores take a softcap (tanh: MUFU.RCP beside its MUFU.EX2, branchy code that ptxas lays out apart)
-    must have the turn; its exponentials are not counted. A wait with no exponential before the next wgmma is not a softmax's (ptxas puts
-    one before the epilogue's first use of O). Also returns the sites' addresses (for block_loop_r2ur)."""
+    must have the turn; its exponentials are not counted. A wait with no exponential before the next wgmma is not a
+    softmax's (ptxas puts one before the epilogue's first use of O). Also returns the sites' addresses (for block_loop_r2ur)."""
     sites, fewest, last_n, where = 0, None, None, []
     for i, line in enumerate(body):
         m = re.search(r"[HQ]GMMA\.64x(\d+)x(16|32)\S* R\d+, gdesc", line)  # S: A and B from shared memory

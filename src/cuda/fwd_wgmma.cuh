@@ -215,8 +215,8 @@ struct wg_tma {
     int o_kind; // O by TMA store (boxes of 64 features x group heads x 64 / group rows: one warpgroup's), else off
     int solo;   // every Q tile and key block by TMA, no length to check: the producer's warp 0 alone runs (wg_produce),
                 // and every tile takes its sequence's lengths from p (wg_tile_at: seqlen_dense)
-    int shift;  // the masked walk's tiles end at the sequence's last row, the first cut short (wg_tile_at): BM x tiles -
-                // packed rows in whole 64-row boxes, where the host allows rows < 0 (fwd_launch.cuh wg_end_shift), else 0
+    int shift;  // the masked walk's tiles end at the sequence's last row, the first cut short (wg_tile_at): BM x
+                // tiles - packed rows in whole 64-row boxes, where the host allows rows < 0 (wg_end_shift), else 0
     // The walk's divisors (wg_tile_at): a head's query tiles ms, ms x splits, splits, h_k, the GQA group, and
     // the masked persistent walk's heads a round (W)
     fastdiv ms, units_per_head, splits, h_k, group, w;
@@ -913,10 +913,10 @@ __device__ __forceinline__ void wg_serial_s(const wg_smem &sm, const char *sq, i
 // warpgroup's exponentials run while the other's GEMMs and row maxima do. In the SASS the turn holds the exponentials,
 // the sums and O's rescale; ptxas issues the pass before P's packing, and it may move register-only code across either
 // barrier (tests/sass_overlap.py checks that the exponentials stay between the wait and the pass; fencing them by
-// memory order cost 2%, PERF.md step 155; a loose turn 16%, step 172). K(it) goes back once S(it) is in, V(it) once PV(it) is done. S(it + 1) is issued right behind
-// PV(it), so that the tensor cores run the two back to back (PERF.md step 167); the tile's first S before the loop
-// (wg_run_serial). mask: the block needs one (a branch in the block, so that one copy of its code serves every block:
-// PERF.md step 157).
+// memory order cost 2%, PERF.md step 155; a loose turn 16%, step 172). K(it) goes back once S(it) is in, V(it) once
+// PV(it) is done. S(it + 1) is issued right behind PV(it), so that the tensor cores run the two back to back (PERF.md
+// step 167); the tile's first S before the loop (wg_run_serial). mask: the block needs one (a branch in the block, so
+// that one copy of its code serves every block: PERF.md step 157).
 template <class C, bool PLAIN>
 __device__ __forceinline__ void wg_serial_block(const score_consts &sc, const fwd_tile &t, const wg_smem &sm,
                                                 const char *sq, int pos, int it, bool mask, wg_regs<C> &w) {
@@ -970,7 +970,8 @@ __device__ __forceinline__ void wg_finish_rows(const fc_problem &p, const fwd_ti
         float sum, lse = softmax_finish<true>(w.st[k], &sum);
         w.inv[k] = sum > 0.0f ? __fdividef(1.0f, sum) : 0.0f; // (O rounded to T next: 2 ulp of fp32 do not show)
         int pm = t.m0 + slot_row<C>(k);
-        if (p.lse && lane % 4 == 0 && pm >= 0 && pm < t.packed_rows) { // (the host's divisor: a division here was ~30 instructions)
+        // (pm < 0: tm.shift's rows before the sequence; the host's divisor: a division here was ~30 instructions)
+        if (p.lse && lane % 4 == 0 && pm >= 0 && pm < t.packed_rows) {
             int r = (int)div_of(pm, tm.group);
             store_lse(p, t, r, t.hk * t.group + pm - r * t.group, lse);
         }
