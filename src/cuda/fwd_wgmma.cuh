@@ -1274,8 +1274,10 @@ __device__ __forceinline__ void wg_consume(const fc_problem &p, fc_split_ws ws, 
     int pos = 0, uses0 = 0, uses1 = 0; // tiles through Q buffers 0 and 1
     uint64_t *stored = nullptr;        // the barrier of a buffer holding O on its way out (wg_store_tma)
     int steps = wg_steps<C, P>(p, tm);
-    // The masked solo walk: the two positions' geometry once (wg_geom_at), each tile then only its head
-    bool parity_walk = P && wg_masked(p) && tm.solo;
+    // The masked solo walk: the two positions' geometry once (wg_geom_at), each tile then only its head (d 64-192:
+    // at d 256, whose O alone takes 128 registers a thread, the six fields pushed the block loops' ring and descriptor
+    // arithmetic onto the vector datapath, 216-222 R2UR, -3..-4% at 512 keys: PERF.md step 180)
+    bool parity_walk = P && C::DV < 256 && wg_masked(p) && tm.solo;
     wg_geom even = {}, odd = {};
     if (parity_walk) {
         even = wg_geom_at<C>(p, tm, blockIdx.x);
