@@ -244,16 +244,17 @@ FC_HD int64_t fc_q_row_offset(const fc_view *x, const fc_seqlen *s, int b, int r
 /* ---------------------------------------------------------------------------------------------- */
 /* Block info (FlashAttention's BlockInfo): the keys a range of query rows can see.                 */
 
-/* Visible keys of query rows [r0, r1) (r1 > r0) of a sequence with s_q queries and s_k keys:
- * [*j0, *j1), empty when *j0 >= *j1. Uses the resolved window (causal folded in). The diagonal and
- * window edges are computed in 64 bits (a window near 2^31 must not wrap), then clamped to [0, s_k]
- * on the side they bound; *j1 may be negative (an empty range). */
+/* Visible keys of query rows [r0, r1) (0 <= r0 < r1 <= s_q) of a sequence with s_q queries and s_k keys:
+ * [*j0, *j1), empty when *j0 >= *j1. Uses the resolved window (causal folded in). A window at least as wide
+ * as the keys (left) or the queries (right) bounds nothing and counts as none, so every sum stays within
+ * (-s_q, s_k) in 32 bits (api.c keeps both under 2^30): a window near 2^31 cannot wrap. *j1 may be negative
+ * (an empty range). */
 FC_HD void fc_key_range(const fc_problem *p, int s_q, int s_k, int r0, int r1, int *j0, int *j1) {
-    int64_t off = (int64_t)s_k - s_q;
-    int64_t lo = p->window_left >= 0 ? r0 + off - p->window_left : 0;
-    int64_t hi = p->window_right >= 0 ? r1 + off + p->window_right : s_k;
-    *j0 = (int)(lo > 0 ? lo : 0);     /* lo <= r0 + off < s_k */
-    *j1 = (int)(hi < s_k ? hi : s_k); /* hi >= r1 + off > -s_q */
+    int wl = p->window_left, wr = p->window_right;
+    int lo = wl >= 0 && wl < s_k ? (r0 - s_q) + (s_k - wl) : 0; /* first key of row r0: r0 + s_k - s_q - wl */
+    int past = wr >= 0 && wr < s_q ? (r1 - s_q) + wr : 0;      /* (last key of row r1 - 1) + 1 - s_k, if < 0 */
+    *j0 = lo > 0 ? lo : 0;
+    *j1 = s_k + (past < 0 ? past : 0);
 }
 
 /* ---------------------------------------------------------------------------------------------- */

@@ -287,6 +287,20 @@ __device__ __forceinline__ int wg_steps(const fc_problem &p, const wg_tma &tm) {
     return units > blockIdx.x ? (units - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
 }
 
+// Tile t's query rows [r_lo, r_hi) and key blocks [n_lo, n_hi) of its split, from m0 (< packed_rows) and its
+// sequence's lengths.
+template <class C>
+__device__ __forceinline__ void wg_rows_and_blocks(const fc_problem &p, const wg_tma &tm, fwd_tile &t) {
+    t.r_lo = (int)div_of(max(t.m0, 0), tm.group); // (m0 < 0: tm.shift)
+    t.r_hi = (int)div_of(min(t.m0 + C::BM, t.packed_rows) - 1, tm.group) + 1;
+    int j0, j1;
+    fc_key_range(&p, t.s.s_q, t.s.s_k, t.r_lo, t.r_hi, &j0, &j1);
+    int nb_lo = j0 / C::BN, nb_hi = j1 > j0 ? (j1 + C::BN - 1) / C::BN : nb_lo;
+    int per = (int)div_of(nb_hi - nb_lo + tm.splits.d - 1, tm.splits);
+    t.n_lo = min(nb_hi, nb_lo + t.split * per);
+    t.n_hi = min(nb_hi, t.n_lo + per);
+}
+
 // The tile of this CTA's step k: false when it has no rows (a varlen sequence shorter than the longest, or
 // past the last tile). Otherwise as fwd_tile_of.
 template <class C, bool P>
@@ -326,14 +340,52 @@ __device__ __forceinline__ bool wg_tile_at(const fc_problem &p, const wg_tma &tm
     t.s = tm.solo ? seqlen_dense(p, t.b) : seqlen_checked(p, t.b, &t.bad);
     t.packed_rows = t.s.s_q * t.group;
     if (t.m0 >= t.packed_rows) return false;
-    t.r_lo = (int)div_of(max(t.m0, 0), tm.group); // (m0 < 0: tm.shift)
-    t.r_hi = (int)div_of(min(t.m0 + C::BM, t.packed_rows) - 1, tm.group) + 1;
-    int j0, j1;
-    fc_key_range(&p, t.s.s_q, t.s.s_k, t.r_lo, t.r_hi, &j0, &j1);
-    int nb_lo = j0 / C::BN, nb_hi = j1 > j0 ? (j1 + C::BN - 1) / C::BN : nb_lo;
-    int per = (int)div_of(nb_hi - nb_lo + tm.splits.d - 1, tm.splits);
-    t.n_lo = min(nb_hi, nb_lo + t.split * per);
-    t.n_hi = min(nb_hi, t.n_lo + per);
+    wg_rows_and_blocks<C>(p, tm, t);
+    return true;
+}
+
+// The masked solo walk's tile geometry (wg_tile_at with tm.solo: every sequence has p's lengths, so a tile's rows
+// and key blocks depend only on its position q, and a CTA's positions alternate between two): worked out once a CTA
+// by the consumers (wg_consume), each tile then decoding only its head (wg_tile_of_parity). Uniform across the
+// warp (__reduce_min_sync, as wg_index): held in vector registers, the block loops' bounds made ptxas serialise
+// their wgmmas (C7518; PERF.md step 180).
+struct wg_geom {
+    int m0, r_lo, r_hi, n_lo, n_hi; // as fwd_tile's
+    unsigned zi0;                   // the position's head in its round: round k's head is k W + zi0
+};
+
+__device__ __forceinline__ int wg_uniform(int v) { return (int)__reduce_min_sync(0xffffffffu, (unsigned)v); }
+
+template <class C>
+__device__ __forceinline__ wg_geom wg_geom_at(const fc_problem &p, const wg_tma &tm, unsigned q) {
+    fwd_tile t;
+    unsigned qw = div_of(q, tm.w);
+    t.m0 = (int)(tm.ms.d - 1 - qw) * C::BM - tm.shift;
+    t.split = 0;
+    t.group = (int)tm.group.d;
+    t.s = seqlen_dense(p, 0);
+    t.packed_rows = t.s.s_q * t.group;
+    wg_rows_and_blocks<C>(p, tm, t);
+    wg_geom g;
+    g.m0 = wg_uniform(t.m0), g.r_lo = wg_uniform(t.r_lo), g.r_hi = wg_uniform(t.r_hi);
+    g.n_lo = wg_uniform(t.n_lo), g.n_hi = wg_uniform(t.n_hi), g.zi0 = (unsigned)wg_uniform((int)(q - qw * tm.w.d));
+    return g;
+}
+
+// The CTA's step k on the masked solo walk from its two positions' geometry (g: step k's parity's, by value: a
+// selected struct passed by pointer went to local memory). As wg_tile_at.
+template <class C>
+__device__ __forceinline__ bool wg_tile_of_parity(const fc_problem &p, const wg_tma &tm, int k, wg_geom g, fwd_tile &t) {
+    unsigned zi = (unsigned)k * tm.w.d + g.zi0;
+    if (zi >= (unsigned)(p.batch * p.h_k)) return false; // a round past the last head
+    t.hk = (int)mod_of(zi, tm.h_k);
+    t.b = (int)div_of(zi, tm.h_k);
+    t.split = 0;
+    t.group = (int)tm.group.d;
+    t.bad = 0;
+    t.s = seqlen_dense(p, t.b);
+    t.packed_rows = t.s.s_q * t.group;
+    t.m0 = g.m0, t.r_lo = g.r_lo, t.r_hi = g.r_hi, t.n_lo = g.n_lo, t.n_hi = g.n_hi;
     return true;
 }
 
@@ -1222,10 +1274,19 @@ __device__ __forceinline__ void wg_consume(const fc_problem &p, fc_split_ws ws, 
     int pos = 0, uses0 = 0, uses1 = 0; // tiles through Q buffers 0 and 1
     uint64_t *stored = nullptr;        // the barrier of a buffer holding O on its way out (wg_store_tma)
     int steps = wg_steps<C, P>(p, tm);
+    // The masked solo walk: the two positions' geometry once (wg_geom_at), each tile then only its head (d 64-192:
+    // at d 256, whose O alone takes 128 registers a thread, the six fields pushed the block loops' ring and descriptor
+    // arithmetic onto the vector datapath, 216-222 R2UR, -3..-4% at 512 keys: PERF.md step 180)
+    bool parity_walk = P && C::DV < 256 && wg_masked(p) && tm.solo;
+    wg_geom even = {}, odd = {};
+    if (parity_walk) {
+        even = wg_geom_at<C>(p, tm, blockIdx.x);
+        odd = wg_geom_at<C>(p, tm, gridDim.x - 1 - blockIdx.x);
+    }
     wg_turns_open<C>(threadIdx.x / 128);
     for (int k = 0; k < steps; k++) {
         fwd_tile t;
-        if (!wg_tile_at<C, P>(p, tm, k, t)) continue;
+        if (parity_walk ? !wg_tile_of_parity<C>(p, tm, k, k % 2 ? odd : even, t) : !wg_tile_at<C, P>(p, tm, k, t)) continue;
         int uses = k % C::QBUF ? uses1 : uses0;
         wg_regs<C> w;
         wg_tile_state ts = wg_tile_setup<C, P>(p, t, tm, w);
