@@ -663,11 +663,11 @@ static void sweep_mid64(group *g) {
     }
 }
 
-/* d 128's non-causal dense calls of 2k keys and more (its second config: 176-key blocks, fwd_launch.cuh): a partial
+/* d 128's non-causal dense calls past 4k keys (its second config: 176-key blocks, fwd_launch.cuh): a partial
  * last block, s_q at and below s_k, MHA / GQA / MQA, softcap, ALiBi, sinks, LSE, padded strides, one
  * split, three, auto; and the calls beside it that take the first config (kv_batch_idx, seqused_k, varlen, a window). */
 static void sweep_long128(group *g) {
-    static const int keys[4] = {2048, 2101, 2465, 3000};
+    static const int keys[4] = {4097, 4400, 5011, 8192};
     for (int i = 0; i < 12; i++) {
         cfg c = cfg_base();
         c.dt = DTYPES[i % 2];
@@ -675,7 +675,7 @@ static void sweep_long128(group *g) {
         set_heads(&c, i);
         c.b = 2;
         c.s_k = keys[i % 4];
-        c.s_q = i % 3 == 0 ? c.s_k : i % 3 == 1 ? 333 : 190;
+        c.s_q = i == 0 ? c.s_k : i % 3 == 0 ? 520 : i % 3 == 1 ? 333 : 190;
         if (i == 2) c.softcap = 30.0f;
         if (i == 3) c.alibi = 1;
         if (i == 5) c.sinks = 1;

@@ -393,10 +393,11 @@ template <int D, int DV> static inline bool wg_second_config(const fc_problem *p
     // d 192: 64-key blocks where pages are multiples of 64 keys (TMA, where 112-key blocks take cp.async) and for
     // masked calls up to 512 keys (4.6 blocks of 112: causal 512 0.93x cuDNN on them, the table's d 192 miss)
     if (D == 192) return (p->kv_layout == FC_KV_PAGED && p->page_size % 64 == 0) || (wg_masked(*p) && p->s_k <= 512);
-    // d 128: 176-key blocks for non-causal dense calls from 2k keys (the producer's 24 registers suit only its
-    // one-thread TMA walk: wg_tma's solo)
+    // d 128: 176-key blocks for non-causal dense calls past 4k keys (8k / 16k +2.0 / +1.9%; 2k -1.1%, 4k level: a
+    // partial last block and one Q buffer, PERF.md step 181; the producer's 24 registers suit only its one-thread TMA
+    // walk, wg_tma's solo)
     if (D == 128)
-        return !wg_masked(*p) && p->s_k >= 2048 && p->kv_layout == FC_KV_DENSE && !p->cu_seqlens_q && !p->cu_seqlens_k &&
+        return !wg_masked(*p) && p->s_k > 4096 && p->kv_layout == FC_KV_DENSE && !p->cu_seqlens_q && !p->cu_seqlens_k &&
                !p->seqused_q && !p->seqused_k && !p->kv_batch_idx && !p->kv_leftpad && !p->k_new.data;
     return wg_masked(*p) && p->s_k <= 1024; // d 64
 }
