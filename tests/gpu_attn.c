@@ -663,6 +663,33 @@ static void sweep_mid64(group *g) {
     }
 }
 
+/* d 128's non-causal dense calls past 4k keys (its second config: 176-key blocks, fwd_launch.cuh): a partial
+ * last block, s_q at and below s_k, MHA / GQA / MQA, softcap, ALiBi, sinks, LSE, padded strides, one
+ * split, three, auto; and the calls beside it that take the first config (kv_batch_idx, seqused_k, varlen, a window). */
+static void sweep_long128(group *g) {
+    static const int keys[4] = {4097, 4400, 5011, 8192};
+    for (int i = 0; i < 12; i++) {
+        cfg c = cfg_base();
+        c.dt = DTYPES[i % 2];
+        c.d = c.d_v = 128;
+        set_heads(&c, i);
+        c.b = 2;
+        c.s_k = keys[i % 4];
+        c.s_q = i == 0 ? c.s_k : i % 3 == 0 ? 520 : i % 3 == 1 ? 333 : 190;
+        if (i == 2) c.softcap = 30.0f;
+        if (i == 3) c.alibi = 1;
+        if (i == 5) c.sinks = 1;
+        if (i == 6) c.kv_index = 1;
+        if (i == 7) c.layout = LAYOUT_PADDED;
+        if (i == 9) c.seqused = 1;
+        if (i == 10) c.q_varlen = 1, c.kv = KV_VARLEN;
+        if (i == 11) c.wl = 700;
+        c.lse = i % 2 == 0 || i == 5;
+        c.splits[0] = split_of(i);
+        run_case(g, &c);
+    }
+}
+
 /* Non-contiguous views: q/k/v slices of a packed qkv, padded strides (16-byte multiples). */
 static void sweep_strides(group *g) {
     for (int i = 0; i < 8; i++) {
@@ -819,7 +846,7 @@ int main(int argc, char **argv) {
         {"append", sweep_append}, {"masked", sweep_masked},   {"strides", sweep_strides},   {"mixed", sweep_mixed},
         {"graph", sweep_graph},   {"odd_dims", sweep_odd_dims}, {"kv_index", sweep_kv_index},
         {"fp8", sweep_fp8},       {"fp8q", sweep_fp8q},       {"walks", sweep_walks},
-        {"long256", sweep_long256}, {"wide_groups", sweep_wide_groups}, {"mid64", sweep_mid64},
+        {"long256", sweep_long256}, {"wide_groups", sweep_wide_groups}, {"mid64", sweep_mid64}, {"long128", sweep_long128},
     };
     const char *only = argc > 1 ? argv[1] : NULL; /* optional: one group by name */
     if (harness_init("gpu_attn")) return 2;

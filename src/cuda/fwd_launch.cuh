@@ -384,7 +384,8 @@ static fc_status launch_decode(const fc_problem *p, fc_split_ws ws, cudaStream_t
 // PERF.md steps 77, 104). d 64, two consumer warpgroups (128-row tiles): masked calls of up to 1k keys, whose
 // partial 192-row tiles lost 4-7% to them (PERF.md steps 69, 78).
 template <int D, int DV>
-static constexpr bool wg_has_second_config = (D == 256 && DV == 256) || (D == 64 && DV == 64) || (D == 192 && DV == 192);
+static constexpr bool wg_has_second_config =
+    (D == 256 && DV == 256) || (D == 64 && DV == 64) || (D == 192 && DV == 192) || (D == 128 && DV == 128);
 template <int D, int DV> static inline bool wg_second_config(const fc_problem *p) {
     // d 256: 64-key blocks where TMA reads pages in them, and for short sequences: non-causal up to 512 keys,
     // masked up to 1k (non-causal 1k +3.6% on 80-key blocks, causal 1k -3.0%; 2k -1.5..-4.5% on 64: PERF.md step 104)
@@ -392,6 +393,12 @@ template <int D, int DV> static inline bool wg_second_config(const fc_problem *p
     // d 192: 64-key blocks where pages are multiples of 64 keys (TMA, where 112-key blocks take cp.async) and for
     // masked calls up to 512 keys (4.6 blocks of 112: causal 512 0.93x cuDNN on them, the table's d 192 miss)
     if (D == 192) return (p->kv_layout == FC_KV_PAGED && p->page_size % 64 == 0) || (wg_masked(*p) && p->s_k <= 512);
+    // d 128: 176-key blocks for non-causal dense calls past 4k keys (8k / 16k +2.0 / +1.9%; 2k -1.1%, 4k level: a
+    // partial last block and one Q buffer, PERF.md step 181; the producer's 24 registers suit only its one-thread TMA
+    // walk, wg_tma's solo)
+    if (D == 128)
+        return !wg_masked(*p) && p->s_k > 4096 && p->kv_layout == FC_KV_DENSE && !p->cu_seqlens_q && !p->cu_seqlens_k &&
+               !p->seqused_q && !p->seqused_k && !p->kv_batch_idx && !p->kv_leftpad && !p->k_new.data;
     return wg_masked(*p) && p->s_k <= 1024; // d 64
 }
 // The third (wg_shape V = 2), d 64 only: three serial warpgroups for masked calls of 1k-2k keys (those up to 1k take

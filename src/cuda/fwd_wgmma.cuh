@@ -60,6 +60,14 @@ template <int D, int DV, bool FP8 = false, int V = 0> struct wg_shape {
     static constexpr bool LAZY = D >= 128, O_TMA = true;
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216; // the producer spills at 56
 };
+// d 128's long non-causal dense calls: FlashAttention-3's 128 x 176 (a third fewer softmax rounds a key than 128), one
+// Q buffer (two do not fit beside 88 KB stages), and FlashAttention-3's register split: the consumers hold S (88), P (44)
+// and O (64) at 240, the producer at 24 runs only the one-thread TMA walk (wg_produce_solo) at speed
+template <> struct wg_shape<128, 128, false, 1> {
+    static constexpr int BN = 176, QBUF = 1;      // 32 KB Q + 2 x (44 + 44) KB K/V
+    static constexpr bool LAZY = true, O_TMA = true;
+    static constexpr int CONSUMERS = 2, PRODUCER_REGS = 24, CONSUMER_REGS = 240;
+};
 template <> struct wg_shape<64, 64> {
     static constexpr int BN = 128, QBUF = 2, STAGES = 3; // 2 x 24 KB Q + 3 x (16 + 16) KB K/V (3 stages: +5%, step 102)
     static constexpr bool LAZY = true, O_TMA = true, LATE_FINISH = true; // (LAZY: +1.4%, step 94)
@@ -190,8 +198,8 @@ struct wg_cfg {
     static constexpr int PRODUCER_REGS = shape::PRODUCER_REGS, CONSUMER_REGS = shape::CONSUMER_REGS;
     static_assert(D % 32 == 0 && DV % 32 == 0, "wgmma tiles: d and d_v multiples of 32 (P·V: one wgmma of N = d_v)");
     static_assert(!FP8 || (D == DV && (BN == 128 || BN == 64 || BN == 192)), "FP8: Vt rows of 128-byte atoms or 64 keys (64-byte)");
-    static_assert(BN == 64 || BN == 80 || BN == 96 || BN == 112 || BN == 128 || (FP8 && BN == 192),
-                  "S = Q K^T is one wgmma of N = BN (past 128 keys: FP8's K-major V only)");
+    static_assert(BN == 64 || BN == 80 || BN == 96 || BN == 112 || BN == 128 || (!FP8 && BN == 176) || (FP8 && BN == 192),
+                  "S = Q K^T is one wgmma of N = BN (tile/wgmma.cuh's sizes)");
     static_assert(QBUF == 1 || QBUF == 2, "Q buffers");
     static_assert(!SERIAL || (!O_STAGE && !FP8), "SERIAL: the bf16 / fp16 kernel, O not through a stage");
     static_assert(!O_TMA || QBUF == 2 || O_STAGE, "O by TMA store: through a second Q buffer or a stage");
