@@ -712,13 +712,15 @@ int main(void) {
     test_wgmma<__nv_bfloat16, 64, 2>("wgmma m64n64k16 bf16, A from registers, B MN-major (transposed)", f2bf, bf2f);
     test_wgmma<__half, 128, 0>("wgmma m64n128k16 fp16, A and B from smem (K-major)", f2h, h2f);
     test_wgmma<__half, 128, 2>("wgmma m64n128k16 fp16, A from registers, B MN-major (transposed)", f2h, h2f);
-    // The N of the prefill kernel's S (key blocks of 64 .. 128) and P·V (d_v 64 .. 256) wgmmas.
+    // The N of the prefill kernel's S (key blocks of 64 .. 176) and P·V (d_v 64 .. 256) wgmmas.
     test_wgmma<__nv_bfloat16, 96, 0>("wgmma m64n96k16 bf16, A and B from smem (K-major)", f2bf, bf2f);
     test_wgmma<__nv_bfloat16, 96, 2>("wgmma m64n96k16 bf16, A from registers, B MN-major (transposed)", f2bf, bf2f);
     test_wgmma<__nv_bfloat16, 80, 0>("wgmma m64n80k16 bf16, A and B from smem (K-major)", f2bf, bf2f);
     test_wgmma<__half, 80, 0>("wgmma m64n80k16 fp16, A and B from smem (K-major)", f2h, h2f);
     test_wgmma<__nv_bfloat16, 112, 0>("wgmma m64n112k16 bf16, A and B from smem (K-major)", f2bf, bf2f);
     test_wgmma<__half, 112, 0>("wgmma m64n112k16 fp16, A and B from smem (K-major)", f2h, h2f);
+    test_wgmma<__nv_bfloat16, 176, 0>("wgmma m64n176k16 bf16, A and B from smem (K-major)", f2bf, bf2f);
+    test_wgmma<__half, 176, 0>("wgmma m64n176k16 fp16, A and B from smem (K-major)", f2h, h2f);
     test_wgmma<__nv_bfloat16, 192, 0>("wgmma m64n192k16 bf16, A and B from smem (K-major)", f2bf, bf2f);
     test_wgmma<__nv_bfloat16, 192, 2>("wgmma m64n192k16 bf16, A from registers, B MN-major (transposed)", f2bf, bf2f);
     test_wgmma<__nv_bfloat16, 256, 0>("wgmma m64n256k16 bf16, A and B from smem (K-major)", f2bf, bf2f);

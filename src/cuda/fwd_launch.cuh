@@ -382,7 +382,8 @@ static fc_status launch_decode(const fc_problem *p, fc_split_ws ws, cudaStream_t
 // paged cache (TMA takes its pages only in blocks a page divides or is a multiple of: 64 and 256-key pages
 // by cp.async measured 1.8x slower) and short sequences (512 = 6.4 blocks of 80; -3% at 512, causal 1k -3%:
 // PERF.md steps 77, 104). d 64, two consumer warpgroups (128-row tiles): masked calls of up to 1k keys, whose
-// partial 192-row tiles lost 4-7% to them (PERF.md steps 69, 78).
+// partial 192-row tiles lost 4-7% to them (PERF.md steps 69, 78). d 128, 176-key blocks: non-causal dense calls past
+// 4k keys (step 181).
 template <int D, int DV>
 static constexpr bool wg_has_second_config =
     (D == 256 && DV == 256) || (D == 64 && DV == 64) || (D == 192 && DV == 192) || (D == 128 && DV == 128);

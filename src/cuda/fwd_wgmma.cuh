@@ -32,7 +32,8 @@
 // that a page divides or is a multiple of, and for short sequences (512 keys: 8 whole blocks, not 6.4);
 // d 192 / d_v 128 and d 256 have room for one Q buffer only. d 64 has a second config too (V = 1): two
 // consumer warpgroups, for masked calls of up to 1k keys; and d 192: 64-key blocks (from 112) for paged K/V of
-// 64-key multiples, which 112-key blocks read by cp.async, and for masked calls of up to 512 keys.
+// 64-key multiples, which 112-key blocks read by cp.async, and for masked calls of up to 512 keys; and d 128:
+// FlashAttention-3's 176-key blocks for long non-causal dense calls (PERF.md step 181).
 // LAZY: FlashAttention-4's lazy rescale (softmax_update): measured +4-5% at d 128 and 256 (2k-16k), -2% at
 // d 64, where the block's few FMULs of O cost less than the vote that skips them (docs/PERF.md step 49).
 // O_TMA: the epilogue by TMA store through Q's buffer where the host allows it (wg_store_tma): +5-9% at 512
