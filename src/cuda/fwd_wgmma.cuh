@@ -286,6 +286,15 @@ __device__ __forceinline__ int wg_rows_of(int pm, const fastdiv &group) {
     return pm >= 0 ? (int)div_of((unsigned)pm, group) : -(int)div_of((unsigned)-pm, group);
 }
 
+// A value the same in every lane of the warp, by a warp reduction: ptxas takes its result as warp-uniform (a value
+// from threadIdx.x it does not), which keeps what is computed from it on the uniform datapath.
+__device__ __forceinline__ int wg_uniform(int v) { return (int)__reduce_min_sync(0xffffffffu, (unsigned)v); }
+
+// The consumer warpgroup of this thread (wg_uniform): the Q tile's address and with it the block loops' descriptor
+// arithmetic stay on the uniform datapath (d 256's block 635 -> 550 instructions, d 192 -69, R2UR 355 -> 35 a kernel:
+// PERF.md step 109; d 64 +350 spill instructions with threadIdx.x / 128 in wg_blocks_unseen).
+__device__ __forceinline__ int wg_index() { return wg_uniform(threadIdx.x / 128); }
+
 // Steps of this CTA's walk.
 template <class C, bool P>
 __device__ __forceinline__ int wg_steps(const fc_problem &p, const wg_tma &tm) {
@@ -356,14 +365,12 @@ __device__ __forceinline__ bool wg_tile_at(const fc_problem &p, const wg_tma &tm
 // The masked solo walk's tile geometry (wg_tile_at with tm.solo: every sequence has p's lengths, so a tile's rows
 // and key blocks depend only on its position q, and a CTA's positions alternate between two): worked out once a CTA
 // by the consumers (wg_consume), each tile then decoding only its head (wg_tile_of_parity). Uniform across the
-// warp (__reduce_min_sync, as wg_index): held in vector registers, the block loops' bounds made ptxas serialise
+// warp (wg_uniform): held in vector registers, the block loops' bounds made ptxas serialise
 // their wgmmas (C7518; PERF.md step 180).
 struct wg_geom {
     int m0, r_lo, r_hi, n_lo, n_hi; // as fwd_tile's
     unsigned zi0;                   // the position's head in its round: round k's head is k W + zi0
 };
-
-__device__ __forceinline__ int wg_uniform(int v) { return (int)__reduce_min_sync(0xffffffffu, (unsigned)v); }
 
 template <class C>
 __device__ __forceinline__ wg_geom wg_geom_at(const fc_problem &p, const wg_tma &tm, unsigned q) {
@@ -779,11 +786,6 @@ struct wg_regs {
     float inv[2]; // 1 / the rows' sums, for the epilogue by TMA store (wg_finish_rows)
 };
 
-// The consumer warpgroup of this thread, by a warp reduction: ptxas takes its result as uniform across the warp
-// (threadIdx.x / 128 it does not), which keeps what is computed from it, the Q tile's address and with it the block
-// loops' descriptor arithmetic, on the uniform datapath (d 256's block 635 -> 550 instructions, d 192 -69, R2UR
-// 355 -> 35 a kernel: PERF.md step 109; d 64 +350 spill instructions with threadIdx.x / 128 in wg_blocks_unseen).
-__device__ __forceinline__ int wg_index() { return (int)__reduce_min_sync(0xffffffffu, threadIdx.x / 128); }
 
 // Skip the exp2 of a masked block's hidden end (plain scores) only where it measured faster: d 64's two warpgroups
 // (causal up to 1k keys: +3-4%); d 192 lost 9-18% and d 64's three warpgroups spilled (PERF.md step 88). Not in the
