@@ -91,6 +91,13 @@ static inline int encode_map(CUtensorMap *m, const fc_problem *p, const fc_view 
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// Every sequence has p's lengths and reads its own cache row from key 0, with no append: no varlen q or k, no seqused,
+// no kv_batch_idx or kv_leftpad, no k_new (the walk may then take each sequence's lengths from p: wg_tma's solo).
+static inline bool wg_plain_lengths(const fc_problem *p) {
+    return !p->cu_seqlens_q && !p->seqused_q && !p->cu_seqlens_k && !p->seqused_k && !p->kv_batch_idx && !p->kv_leftpad &&
+           !p->k_new.data;
+}
+
 // The wgmma kernel's K/V descriptors (wg_tma): dense (b, s_k), varlen (total_k rows), paged (num_pages
 // of page_size rows, when a page is a multiple of BN rows or a divisor of BN of 64 rows or more: each box
 // of box_rows keys then lies in one page). Otherwise off: cp.async. (Pages of 16 by 16-row boxes, eight
@@ -134,8 +141,7 @@ static wg_tma wg_tma_of(const fc_problem *p, int splits) {
     // One producer warp (wg_produce) where every copy is a TMA one and no length needs checking: dense K/V of p's
     // s_k keys for every sequence (each key block whole, or the last cut at the map's end) and Q by TMA; the walk then
     // takes each sequence's lengths from p (seqlen_dense).
-    tm.solo = !C::FP8 && tm.kind == WG_TMA_DENSE && tm.q_kind == WG_TMA_DENSE && !p->cu_seqlens_q && !p->seqused_q &&
-              !p->cu_seqlens_k && !p->seqused_k && !p->kv_batch_idx && !p->kv_leftpad && !p->k_new.data;
+    tm.solo = !C::FP8 && tm.kind == WG_TMA_DENSE && tm.q_kind == WG_TMA_DENSE && wg_plain_lengths(p);
     return tm;
 }
 
@@ -398,8 +404,7 @@ template <int D, int DV> static inline bool wg_second_config(const fc_problem *p
     // partial last block and one Q buffer, PERF.md step 181; the producer's 24 registers suit only its one-thread TMA
     // walk, wg_tma's solo)
     if (D == 128)
-        return !wg_masked(*p) && p->s_k > 4096 && p->kv_layout == FC_KV_DENSE && !p->cu_seqlens_q && !p->cu_seqlens_k &&
-               !p->seqused_q && !p->seqused_k && !p->kv_batch_idx && !p->kv_leftpad && !p->k_new.data;
+        return !wg_masked(*p) && p->s_k > 4096 && p->kv_layout == FC_KV_DENSE && wg_plain_lengths(p);
     return wg_masked(*p) && p->s_k <= 1024; // d 64
 }
 // The third (wg_shape V = 2), d 64 only: three serial warpgroups for masked calls of 1k-2k keys (those up to 1k take

@@ -786,7 +786,6 @@ struct wg_regs {
     float inv[2]; // 1 / the rows' sums, for the epilogue by TMA store (wg_finish_rows)
 };
 
-
 // Skip the exp2 of a masked block's hidden end (plain scores) only where it measured faster: d 64's two warpgroups
 // (causal up to 1k keys: +3-4%); d 192 lost 9-18% and d 64's three warpgroups spilled (PERF.md step 88). Not in the
 // serial order's one loop, whose unmasked blocks would take the skip's branches too (PERF.md step 157).
