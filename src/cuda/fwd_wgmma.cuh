@@ -1075,12 +1075,15 @@ __device__ __forceinline__ constexpr bool wg_skips() {
 }
 
 // How many of the tile's key blocks, from its last (n_hi - 1) down, warpgroup g's rows cannot see, at most all but
-// one, and the rows' query range [*r_lo, *r_hi) (the tile's when it has none). Under a causal mask the first
-// warpgroup's rows end a block or so before the tile's last row (blocks of 80 or 112 keys, or three warpgroups),
-// so it skips the tile's last block instead of computing it masked out. A warpgroup that sees none of the
-// blocks computes the first masked (its rows see nothing, or are past the tile's and not stored): so every
-// warpgroup runs the same code from its first block on, and O stays in the registers the loops keep it in (a
-// branch around them cost ~140 register moves a tile, -4% at 512 keys). (Blocks at a left window edge are
+// one, and the rows' query range [*r_lo, *r_hi) (the tile's when it has none). On 192-row tiles a warpgroup whose
+// rows all lie past the sequence's last (or before its first: tm.shift) skips all but one whether the shape skips or
+// not: d 64's tiles end so at 512 keys (a third of the last tile) and 1k (two thirds). (On d 64's two serial
+// warpgroups the same check let ptxas hoist 17 of 64 exponentials above the turn: a loose turn, PERF.md step 172.)
+// Under a causal mask the first warpgroup's rows end a block or so before the tile's last row (blocks of 80 or 112
+// keys, or three warpgroups), so it skips the tile's last block instead of computing it masked out. A warpgroup that
+// sees none of the blocks computes the first masked (its rows see nothing, or are past the tile's and not stored):
+// so every warpgroup runs the same code from its first block on, and O stays in the registers the loops keep it in
+// (a branch around them cost ~140 register moves a tile, -4% at 512 keys). (Blocks at a left window edge are
 // computed, masked.)
 template <class C, bool P>
 __device__ __forceinline__ int wg_blocks_unseen(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, int g, int *r_lo,
@@ -1088,7 +1091,7 @@ __device__ __forceinline__ int wg_blocks_unseen(const fc_problem &p, const fwd_t
     int pm0 = max(t.m0 + 64 * g, 0), pm1 = min(t.m0 + 64 * g + 64, t.packed_rows), j0 = 0, j1 = 0;
     *r_lo = t.r_lo;
     *r_hi = t.r_hi;
-    if (!wg_skips<C, P>()) return 0;
+    if (!wg_skips<C, P>()) return C::CONSUMERS == 3 && pm0 >= pm1 ? max(t.n_hi - t.n_lo - 1, 0) : 0;
     if (pm0 >= pm1) return max(t.n_hi - t.n_lo - 1, 0);
     *r_lo = (int)div_of(pm0, tm.group);
     *r_hi = (int)div_of(pm1 - 1, tm.group) + 1;
