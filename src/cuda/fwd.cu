@@ -92,7 +92,8 @@ fc_status fc_cuda_describe(const fc_problem *p, char *buf, size_t n) {
     int splits = fc_cuda_plan_splits(p);
     const char *app = p->k_new.data && p->s_new > 0 ? "append, then " : "";
     int64_t m_tiles = ((int64_t)p->s_q * (p->h_q / p->h_k) + c.tile_rows - 1) / c.tile_rows;
-    bool persistent = c.wg && wg_walk_ctas(p, m_tiles, splits, (int64_t)sm_count() * ctas_per_sm(c.smem, c.threads)) > 0;
+    bool persistent = c.wg && wg_walk_ctas(p, m_tiles, 0, splits, // (whether it walks; its CTAs need no skip_bm)
+                                            (int64_t)sm_count() * ctas_per_sm(c.smem, c.threads)) > 0;
     if (c.wg)
         snprintf(buf, n, "cuda: %swgmma prefill (kernel d %d / d_v %d%s): %d-row tiles %s, %d-key "
                  "blocks, %d Q buffer%s; %d split%s", app, c.d, c.dv, p->q_dtype != p->dtype ? ", e4m3 tiles" : "", c.tile_rows,

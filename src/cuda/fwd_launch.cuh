@@ -255,6 +255,16 @@ static fc_status resident_per_sm(K kernel, int bytes, int *n) {
     return FC_OK;
 }
 
+// The most CTAs, at most slots and at least slots - 7, prime to a head's units (wg_walk_ctas); slots where none is.
+static inline int64_t wg_coprime_ctas(int64_t slots, int64_t per_head) {
+    for (int64_t x = slots; x > slots - 8 && x > 1; x--) {
+        int64_t a = x, b = per_head;
+        while (b) { int64_t r = a % b; a = b; b = r; }
+        if (a == 1) return x;
+    }
+    return slots;
+}
+
 // The wgmma prefill's walk (fwd_wgmma.cuh wg_tile_at): the persistent one wherever there is no mask. It
 // measured faster at up to 2k packed query rows per (sequence, KV head) for d >= 128 (PERF.md step 53d:
 // one pipeline fill per SM, not per four tiles), and since at every length and head dim (step 64: the grid
@@ -266,11 +276,21 @@ static fc_status resident_per_sm(K kernel, int bytes, int *n) {
 // every sequence as long (dense q and K/V, no seqused), one split, and W ms CTAs (ms: a head's tiles, W = slots /
 // ms) within 90% of the slots; else the grid. (Up to 16 tiles a head until PERF.md step 92: past that the grid's
 // last wave of long causal CTAs left 11% of d 64's SM cycles idle at 4k, ncu.)
+// Without a mask, CTA x takes units x, x + X, ...: a head's unit (x + k X) mod (its units), so where X is a multiple of a
+// head's units the same CTAs take every head's last tile. Where that tile leaves a warpgroup without rows that skips
+// its blocks (skip_bm: the tile rows of a C::SKIP_EMPTY kernel, else 0; d 64's 192-row tiles at 512 and 1k keys)
+// those CTAs run short and the others set the time; X prime to a head's units, a slot or a few below them, gives
+// every CTA its share of the short tiles.
 // Returns the CTAs of the persistent walk, or 0 for the grid.
-static inline int64_t wg_walk_ctas(const fc_problem *p, int64_t m_tiles, int splits, int64_t slots) {
+static inline int64_t wg_walk_ctas(const fc_problem *p, int64_t m_tiles, int skip_bm, int splits, int64_t slots) {
     bool even = p->kv_layout == FC_KV_DENSE && !p->seqused_k;
     int64_t rows = (int64_t)p->s_q * (p->h_q / p->h_k), units = m_tiles * splits * p->batch * p->h_k;
-    if (!wg_masked(*p)) return even || rows <= 2048 ? (units < slots ? units : slots) : 0;
+    if (!wg_masked(*p)) {
+        if (!even && rows > 2048) return 0;
+        if (units <= slots) return units;
+        bool short_last = even && !p->cu_seqlens_q && !p->seqused_q && m_tiles * skip_bm - rows >= 64;
+        return short_last ? wg_coprime_ctas(slots, m_tiles * splits) : slots;
+    }
     bool lpt = even && !p->cu_seqlens_q && !p->seqused_q && splits == 1;
     int64_t w = slots / m_tiles;
     return lpt && w * m_tiles * 10 >= slots * 9 ? w * m_tiles : 0;
@@ -326,7 +346,7 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
         fc_status st = allow_smem<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES);
         if (st == FC_OK) st = resident_per_sm<C, 1>(fwd_wgmma_kernel<C, true>, C::SMEM_BYTES, &per_sm);
         if (st != FC_OK) return st;
-        int64_t ctas = wg_walk_ctas(p, m_tiles, ws.splits, (int64_t)sm_count() * per_sm);
+        int64_t ctas = wg_walk_ctas(p, m_tiles, C::SKIP_EMPTY ? C::BM : 0, ws.splits, (int64_t)sm_count() * per_sm);
         wg_tma tm = wg_tma_of<C>(p, ws.splits);
         wg_walk_divisors(&tm, p, m_tiles, ws.splits, wg_masked(*p) && ctas > 0 ? ctas / m_tiles : 1);
         if (ctas > 0 && wg_masked(*p)) tm.shift = wg_end_shift(p, tm, m_tiles * C::BM - (int64_t)p->s_q * group);

@@ -179,6 +179,10 @@ struct wg_cfg {
     // at 512 keys; d 64's three warpgroups gained 2.5% at 4k causal and lost as much without a mask (PERF.md
     // step 83), so they skip on the grid walk only (wg_skips: masked calls whose rounds do not fill the GPU).
     static constexpr bool SKIP = BN < 128;
+    // A warpgroup whose rows all lie outside the sequence skips its blocks on every walk (wg_blocks_unseen): d 64's three
+    // serial warpgroups, whose last tile at 512 / 1k keys has one or two such (+3.0 / +4.1%, PERF.md step 182); on the
+    // overlapped three the two others' softmax sets a tile's time all the same (2k / 4k: no gain).
+    static constexpr bool SKIP_EMPTY = CONSUMERS == 3 && SERIAL;
     static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
     static constexpr int MT = 1, ROWS = 2, NWARPS = 4 * CONSUMERS; // fwd_kernel's view of a consumer warp
     static constexpr bool HEAD_MAJOR = false;
@@ -1075,12 +1079,15 @@ __device__ __forceinline__ constexpr bool wg_skips() {
 }
 
 // How many of the tile's key blocks, from its last (n_hi - 1) down, warpgroup g's rows cannot see, at most all but
-// one, and the rows' query range [*r_lo, *r_hi) (the tile's when it has none). Under a causal mask the first
-// warpgroup's rows end a block or so before the tile's last row (blocks of 80 or 112 keys, or three warpgroups),
-// so it skips the tile's last block instead of computing it masked out. A warpgroup that sees none of the
-// blocks computes the first masked (its rows see nothing, or are past the tile's and not stored): so every
-// warpgroup runs the same code from its first block on, and O stays in the registers the loops keep it in (a
-// branch around them cost ~140 register moves a tile, -4% at 512 keys). (Blocks at a left window edge are
+// one, and the rows' query range [*r_lo, *r_hi) (the tile's when it has none). C::SKIP_EMPTY: a warpgroup whose rows
+// all lie past the sequence's last (or before its first: tm.shift) skips all but one whether the shape skips or not
+// (on d 64's two serial warpgroups the same check let ptxas hoist 17 of 64 exponentials above the turn: a loose
+// turn, PERF.md step 172; there, as on every 128-row tile, no warpgroup is empty at lengths of 64-row multiples).
+// Under a causal mask the first warpgroup's rows end a block or so before the tile's last row (blocks of 80 or 112
+// keys, or three warpgroups), so it skips the tile's last block instead of computing it masked out. A warpgroup that
+// sees none of the blocks computes the first masked (its rows see nothing, or are past the tile's and not stored):
+// so every warpgroup runs the same code from its first block on, and O stays in the registers the loops keep it in
+// (a branch around them cost ~140 register moves a tile, -4% at 512 keys). (Blocks at a left window edge are
 // computed, masked.)
 template <class C, bool P>
 __device__ __forceinline__ int wg_blocks_unseen(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, int g, int *r_lo,
@@ -1088,7 +1095,7 @@ __device__ __forceinline__ int wg_blocks_unseen(const fc_problem &p, const fwd_t
     int pm0 = max(t.m0 + 64 * g, 0), pm1 = min(t.m0 + 64 * g + 64, t.packed_rows), j0 = 0, j1 = 0;
     *r_lo = t.r_lo;
     *r_hi = t.r_hi;
-    if (!wg_skips<C, P>()) return 0;
+    if (!wg_skips<C, P>()) return C::SKIP_EMPTY && pm0 >= pm1 ? max(t.n_hi - t.n_lo - 1, 0) : 0;
     if (pm0 >= pm1) return max(t.n_hi - t.n_lo - 1, 0);
     *r_lo = (int)div_of(pm0, tm.group);
     *r_hi = (int)div_of(pm1 - 1, tm.group) + 1;
