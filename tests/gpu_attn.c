@@ -575,7 +575,7 @@ static void sweep_masked(group *g) {
     }
 }
 
-/* The prefill walks over many (sequence, KV head)s: 64 to 128 of them, so that a masked persistent walk runs
+/* The prefill walks over many (sequence, KV head)s: 64 to 256 of them, so that a masked persistent walk runs
  * several rounds of W heads (fwd_wgmma.cuh wg_tile_at: W = slots / tiles a head, e.g. 44 at 3 tiles) in both
  * snake directions, and the grid and static walks several tiles a CTA; causal, a local window, none. */
 static void sweep_walks(group *g) {
@@ -588,6 +588,18 @@ static void sweep_walks(group *g) {
         c.s_q = c.s_k = i % 3 == 0 ? 600 : i % 3 == 1 ? 300 : 130;
         set_mask(&c, i % 3 == 2 ? 0 : i % 4 == 3 ? 2 : 1);
         c.lse = i % 2;
+        run_case(g, &c);
+    }
+    // d 64 without a mask up to 1k keys: 192-row tiles whose last leaves one warpgroup (512) or two (1000) without rows,
+    // their blocks skipped (C::SKIP_EMPTY), on 131 CTAs, prime to a head's 3 or 6 tiles (fwd_launch.cuh wg_walk_ctas)
+    for (int i = 0; i < 2; i++) {
+        cfg c = cfg_base();
+        c.dt = DTYPES[i];
+        c.d = c.d_v = 64;
+        c.b = 16, c.h_q = c.h_k = 16;
+        c.s_q = c.s_k = i ? 1000 : 512;
+        set_mask(&c, 0);
+        c.lse = i;
         run_case(g, &c);
     }
 }
