@@ -596,7 +596,7 @@ static void sweep_walks(group *g) {
         cfg c = cfg_base();
         c.dt = DTYPES[i];
         c.d = c.d_v = 64;
-        c.b = 16, c.h_q = c.h_k = 16;
+        c.b = 8, c.h_q = c.h_k = 32;
         c.s_q = c.s_k = i ? 1000 : 512;
         set_mask(&c, 0);
         c.lse = i;
