@@ -432,7 +432,7 @@ template <int D, int DV> static inline bool wg_second_config(const fc_problem *p
 // -0.8%: step 174).
 template <int D, int DV>
 static constexpr bool wg_has_third_config = D == 64 && DV == 64;
-static inline bool wg_third_config(const fc_problem *p) { return p->s_k <= (wg_masked(*p) ? 2048 : 1024); }
+static inline bool wg_third_config(const fc_problem *p) { return p->s_k <= 2048; }
 
 template <typename T, int D, int DV>
 static fc_status launch_dims(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
