@@ -428,11 +428,11 @@ template <int D, int DV> static inline bool wg_second_config(const fc_problem *p
     return wg_masked(*p) && p->s_k <= 1024; // d 64
 }
 // The third (wg_shape V = 2), d 64 only: three serial warpgroups for masked calls of 1k-2k keys (those up to 1k take
-// the second; causal 2k +1.8%, 4k level: PERF.md step 173) and non-causal ones up to 1k (512 +2.2%, 1k +0.6%, 2k
-// -0.8%: step 174).
+// the second; causal 2k +1.8%, 4k level: PERF.md step 173) and non-causal ones up to 2k (512 +2.2%, 1k +0.6%: step
+// 174; 2k -0.8% then, +1.6% since they skip a warpgroup without rows: step 186).
 template <int D, int DV>
 static constexpr bool wg_has_third_config = D == 64 && DV == 64;
-static inline bool wg_third_config(const fc_problem *p) { return p->s_k <= (wg_masked(*p) ? 2048 : 1024); }
+static inline bool wg_third_config(const fc_problem *p) { return p->s_k <= 2048; }
 
 template <typename T, int D, int DV>
 static fc_status launch_dims(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
