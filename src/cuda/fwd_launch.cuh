@@ -278,7 +278,7 @@ static inline int64_t wg_coprime_ctas(int64_t slots, int64_t per_head) {
 // last wave of long causal CTAs left 11% of d 64's SM cycles idle at 4k, ncu.)
 // Without a mask, CTA x takes units x, x + X, ...: a head's unit (x + k X) mod (its units), so where X is a multiple of a
 // head's units the same CTAs take every head's last tile. Where that tile leaves a warpgroup without rows that skips
-// its blocks (skip_bm: the tile rows of a C::SKIP_EMPTY kernel, else 0; d 64's 192-row tiles at 512 and 1k keys)
+// its blocks (skip_bm: the tile rows of a C::SKIP_EMPTY kernel, else 0; d 64's 192-row tiles at 512, 1k, 2k keys)
 // those CTAs run short and the others set the time; X prime to a head's units, a slot or a few below them, gives
 // every CTA its share of the short tiles.
 // Returns the CTAs of the persistent walk, or 0 for the grid.

@@ -180,8 +180,8 @@ struct wg_cfg {
     // step 83), so they skip on the grid walk only (wg_skips: masked calls whose rounds do not fill the GPU).
     static constexpr bool SKIP = BN < 128;
     // A warpgroup whose rows all lie outside the sequence skips its blocks on every walk (wg_blocks_unseen): d 64's three
-    // serial warpgroups, whose last tile at 512 / 1k keys has one or two such (+3.0 / +4.1%, PERF.md step 182); on the
-    // overlapped three the two others' softmax sets a tile's time all the same (2k / 4k: no gain).
+    // serial warpgroups, whose last tile at 512 / 1k / 2k keys has one or two such (+2.7 / +4.0%, PERF.md step 182; 2k
+    // then on them, +1.6%: step 186); on the overlapped three the two others' softmax sets a tile's time all the same.
     static constexpr bool SKIP_EMPTY = CONSUMERS == 3 && SERIAL;
     static constexpr int BM = 64 * CONSUMERS, THREADS = 128 * (CONSUMERS + 1);
     static constexpr int MT = 1, ROWS = 2, NWARPS = 4 * CONSUMERS; // fwd_kernel's view of a consumer warp
