@@ -1,6 +1,6 @@
 # gpu_suite.sh — make test-gpu's programs from binaries already built (here or carried), every C program at once and
 # gpu_random in four shards of 2 500 seeds (~75 s on an H100 against ~5 min one after another), then sass_overlap and
-# test_python, then compute-sanitizer synccheck / racecheck / memcheck over gpu_attn core (quick), long256, mid64 and long128.
+# test_python, then compute-sanitizer synccheck / racecheck / memcheck over gpu_attn core (quick), long256, mid64, long128 and walks.
 # usage (GPU machine, repo root, after make all and the build/tests/gpu_* binaries): [OUT=DIR] sh bench/gpu_suite.sh
 # Logs go to $OUT (default /tmp/gpu-suite-out); one line per program with its "N passed, M failed" and exit status.
 # GPU_SUITE_SAN=0 leaves out the sanitizers (where they already ran over the same kernels).
@@ -27,7 +27,7 @@ echo "test_python exit $?: $(grep -E 'passed' "$out/python.txt" | tail -1)"
 [ "${GPU_SUITE_SAN:-1}" = 0 ] && exit 0
 san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for tool in synccheck racecheck memcheck; do
-    for g in core long256 mid64 long128; do
+    for g in core long256 mid64 long128 walks; do
         quick=4
         [ "$tool" = memcheck ] && quick=2
         [ "$g" != core ] && quick=0 # every case

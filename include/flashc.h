@@ -129,7 +129,10 @@
  * FC_DEVICE_CUDA takes device pointers (except cu_seqlens etc.: device pointers too) and a cudaStream_t
  * passed as void*; the run step never allocates and never synchronises, so it can be captured in a CUDA
  * graph. Scratch it needs (split partials) comes from a caller-provided workspace of at least
- * fc_attn_workspace_size bytes, 256-byte aligned. The CPU backend needs no workspace (size 0).
+ * fc_attn_workspace_size bytes, 256-byte aligned. The CPU backend needs no workspace (size 0). A prefill
+ * without a mask also uses its workspace to spread the last round of tiles over every SM (tens of MB at
+ * most: 2 slots per SM of each consumer thread's partial output); given less, that call runs without it
+ * (slower by about 1-3%), never wrong and never refused for it.
  * Checks that must read tensor contents (cu_seqlens monotonic, seqused_k and page indices in range,
  * rotary table long enough) are made before the call on the CPU path; on the GPU the kernels make them
  * as they run, stay inside every tensor whatever the contents say, and record what they found for
@@ -312,7 +315,7 @@ typedef struct fc_attn_args {
 void fc_attn_args_init(fc_attn_args *args);
 
 /* Bytes of workspace fc_attn_fwd needs for these arguments (validated as by fc_attn_fwd, without
- * reading tensor contents). 0 on the CPU. */
+ * reading tensor contents), its fastest path's included (see "Devices, streams, workspaces"). 0 on the CPU. */
 fc_status fc_attn_workspace_size(const fc_attn_args *args, size_t *bytes);
 
 /* What fc_attn_fwd would run for args, in words, into buf (n bytes, always NUL-terminated; cut to fit):
@@ -323,7 +326,8 @@ fc_status fc_attn_workspace_size(const fc_attn_args *args, size_t *bytes);
  * of cu_seqlens, seqused_k and page tables too: the plan depends on them). */
 fc_status fc_attn_describe(const fc_attn_args *args, char *buf, size_t n);
 
-/* Runs attention (and the append, if k_new is given). workspace may be NULL when the size is 0.
+/* Runs attention (and the append, if k_new is given). workspace may be NULL when the size is 0 (or,
+ * for a prefill without splits, at the price of the last round's spread).
  * stream: a cudaStream_t for FC_DEVICE_CUDA (NULL = default stream); ignored on the CPU. */
 fc_status fc_attn_fwd(const fc_attn_args *args, void *workspace, size_t workspace_bytes, void *stream);
 

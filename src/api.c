@@ -864,7 +864,8 @@ fc_status fc_attn_workspace_size(const fc_attn_args *args, size_t *bytes) {
     fc_problem p;
     TRY(make_problem(args, &p, 0));
     *bytes = 0;
-    if (p.device == FC_DEVICE_CUDA) TRY(fc_cuda_attn_workspace_size(&p, bytes));
+    size_t least = 0;
+    if (p.device == FC_DEVICE_CUDA) TRY(fc_cuda_attn_workspace_size(&p, bytes, &least));
     fc_clear_error();
     return FC_OK;
 }
@@ -889,8 +890,8 @@ fc_status fc_attn_run_problem(const fc_problem *p, void *workspace, size_t works
     if (p->device == FC_DEVICE_CPU) {
         st = fc_cpu_attn_fwd(p);
     } else {
-        size_t need = 0;
-        TRY(fc_cuda_attn_workspace_size(p, &need));
+        size_t all = 0, need = 0; /* (past need, the workspace speeds a prefill up: fc_cuda_attn_workspace_size) */
+        TRY(fc_cuda_attn_workspace_size(p, &all, &need));
         if (need > 0 && (!workspace || workspace_bytes < need || (uintptr_t)workspace % 256 != 0))
             return fc_fail(FC_ERR_INVALID_ARGUMENT, "workspace", "needs %zu bytes, 256-byte aligned; got %zu at %p", need,
                            workspace_bytes, workspace);

@@ -10,9 +10,9 @@ int fc_cuda_device_count(void) { return 0; }
 int fc_cuda_splits(const fc_problem *p) { (void)p; return 1; }
 int fc_cuda_capability(void) { return 0; }
 
-fc_status fc_cuda_attn_workspace_size(const fc_problem *p, size_t *bytes) {
+fc_status fc_cuda_attn_workspace_size(const fc_problem *p, size_t *bytes, size_t *least) {
     (void)p;
-    *bytes = 0;
+    *bytes = *least = 0;
     return no_cuda();
 }
 fc_status fc_cuda_attn_fwd(const fc_problem *p, void *ws, size_t ws_bytes, void *stream) {

@@ -136,7 +136,9 @@ fc_status fc_cpu_merge(const fc_merge_problem *m);
 int fc_cpu_splits(const fc_problem *p); /* the split count fc_cpu_attn_fwd would choose */
 
 int fc_cuda_built(void); /* 1 when the library was built with nvcc */
-fc_status fc_cuda_attn_workspace_size(const fc_problem *p, size_t *bytes);
+/* *bytes: the workspace of the fastest path; *least: what the call cannot run without (split-KV partials). The rest,
+ * Stream-K's tail of a prefill (src/cuda/fwd_launch.cuh wg_tail_plan), is used where the workspace holds it. */
+fc_status fc_cuda_attn_workspace_size(const fc_problem *p, size_t *bytes, size_t *least);
 fc_status fc_cuda_attn_fwd(const fc_problem *p, void *workspace, size_t workspace_bytes, void *stream);
 fc_status fc_cuda_describe(const fc_problem *p, char *buf, size_t n); /* fc_attn_describe's text for CUDA */
 fc_status fc_cuda_merge(const fc_merge_problem *m, void *stream);

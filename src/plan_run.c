@@ -17,8 +17,8 @@ fc_status fc_plan_create(const fc_attn_args *args, fc_plan **plan) {
     fc_status st = fc_attn_problem(args, &p);
     if (st != FC_OK) return st;
     p.num_splits = p.device == FC_DEVICE_CUDA ? fc_cuda_splits(&p) : fc_cpu_splits(&p);
-    size_t bytes = 0; /* the workspace of the resolved splits, as fc_attn_run_problem computes it */
-    if (p.device == FC_DEVICE_CUDA && (st = fc_cuda_attn_workspace_size(&p, &bytes)) != FC_OK) return st;
+    size_t bytes = 0, least = 0; /* the workspace of the resolved splits, as fc_attn_workspace_size reports it */
+    if (p.device == FC_DEVICE_CUDA && (st = fc_cuda_attn_workspace_size(&p, &bytes, &least)) != FC_OK) return st;
     fc_plan *n = malloc(sizeof *n);
     if (!n) return fc_fail(FC_ERR_OUT_OF_MEMORY, "plan", "cannot allocate %zu bytes", sizeof *n);
     n->args = *args;

@@ -602,6 +602,21 @@ static void sweep_walks(group *g) {
         c.lse = i;
         run_case(g, &c);
     }
+    // Stream-K's tail (fwd_wgmma.cuh wg_tail_piece): 1 024-1 280 tiles on 131-132 CTAs, the last round's tiles cut by key
+    // blocks over every CTA and merged in the kernel: d 128 pieces of 3-4 of a tile's 5 blocks; GQA 4, pieces of about a
+    // block (a tile over five CTAs); d 64's 192-row tiles on 131 CTAs; d 96 GQA 2; sinks and lse on some
+    static const int tails[4][3] = {{128, 32, 32}, {128, 32, 8}, {64, 32, 32}, {96, 32, 16}};
+    for (int i = 0; i < 4; i++) {
+        cfg c = cfg_base();
+        c.dt = DTYPES[i % 2];
+        c.d = c.d_v = tails[i][0];
+        c.b = 8, c.h_q = tails[i][1], c.h_k = tails[i][2];
+        c.s_q = c.s_k = 600;
+        set_mask(&c, 0);
+        c.lse = i % 2;
+        c.sinks = i >= 2;
+        run_case(g, &c);
+    }
 }
 
 /* Wide GQA groups on the prefill kernel (32, 64, 128, 192): a tile of a few query rows x many heads, or part of

@@ -44,11 +44,13 @@ extern "C" int fc_cuda_capability(void) {
     return c;
 }
 
-extern "C" fc_status fc_cuda_attn_workspace_size(const fc_problem *p, size_t *bytes) {
-    *bytes = 0;
+extern "C" fc_status fc_cuda_attn_workspace_size(const fc_problem *p, size_t *bytes, size_t *least) {
+    *bytes = *least = 0;
     fc_status st = fc_cuda_fwd_supported(p);
     if (st != FC_OK) return st;
-    *bytes = fc_cuda_split_ws_bytes(p, fc_cuda_plan_splits(p));
+    int splits = fc_cuda_plan_splits(p);
+    *bytes = *least = fc_cuda_split_ws_bytes(p, splits);
+    if (*bytes != SIZE_MAX && splits == 1) *bytes += fc_cuda_tail_ws_bytes(p);
     if (*bytes == SIZE_MAX)
         return fc_fail(FC_ERR_INVALID_ARGUMENT, "q", "the split-KV workspace for %lld rows x %d heads does not fit a size_t",
                        (long long)p->total_q, p->h_q);
@@ -78,7 +80,7 @@ extern "C" fc_status fc_cuda_attn_fwd(const fc_problem *problem, void *workspace
     fc_problem pd = *problem, *p = &pd; // with the device's error record
     if ((st = dev_err_of_device(&pd.dev_err)) != FC_OK) return st;
     if (p->k_new.data && p->s_new > 0 && (st = fc_cuda_append(p, s)) != FC_OK) return st;
-    fc_split_ws ws = fc_cuda_split_ws(p, fc_cuda_plan_splits(p), workspace);
+    fc_split_ws ws = fc_cuda_split_ws(p, fc_cuda_plan_splits(p), workspace, workspace_bytes);
     if ((st = fc_cuda_launch_fwd(p, ws, s)) != FC_OK) return st;
     return fc_cuda_combine(p, ws, s); // nothing when ws.splits == 1
 }

@@ -267,8 +267,10 @@ size_t fc_cuda_split_ws_bytes(const fc_problem *p, int splits) {
     return align256(out_bytes) + align256(states * sizeof(float));
 }
 
-fc_split_ws fc_cuda_split_ws(const fc_problem *p, int splits, void *workspace) {
-    fc_split_ws ws = {splits, NULL, NULL};
+fc_split_ws fc_cuda_split_ws(const fc_problem *p, int splits, void *workspace, size_t bytes) {
+    fc_split_ws ws = {splits, NULL, NULL, NULL, 0, NULL, NULL};
+    size_t used = fc_cuda_split_ws_bytes(p, splits);
+    if (workspace && used < bytes) ws.tail = (char *)workspace + used, ws.tail_bytes = bytes - used;
     if (splits <= 1) return ws;
     size_t out_bytes = align256(split_states(p, splits) * (size_t)p->d_v * sizeof(float));
     ws.part_out = (float *)workspace;

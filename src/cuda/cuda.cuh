@@ -39,14 +39,25 @@ static inline cudaError_t fc_launch_pdl(void (*kernel)(P...), dim3 grid, dim3 bl
 // cu_seqlens_q[b] + r) and query head h:
 //   part_out[((split * total_q + g) * h_q + h) * d_v + c]     part_lse[(split * total_q + g) * h_q + h]
 // part_lse is natural-log; -inf marks an empty split.
+// Past the partials, the workspace's rest (tail, tail_bytes) is Stream-K's tail of the unmasked persistent prefill walk
+// where it is large enough (fwd_launch.cuh wg_tail_plan): the launch carves it into tail_count (a counter per tail tile
+// and consumer warp, zeroed before the launch) and tail_dump (two slots a CTA: each consumer thread's O fragment and
+// its rows' m and l).
 typedef struct fc_split_ws {
     int splits;
     float *part_out, *part_lse;
+    void *tail;
+    size_t tail_bytes;
+    int *tail_count;
+    float *tail_dump;
 } fc_split_ws;
 
 // Bytes of workspace for `splits` partials of p (0 when splits == 1), with 256-byte aligned pieces.
 size_t fc_cuda_split_ws_bytes(const fc_problem *p, int splits);
-fc_split_ws fc_cuda_split_ws(const fc_problem *p, int splits, void *workspace);
+// The workspace of bytes at `workspace` laid out: the partials, then the rest for the tail.
+fc_split_ws fc_cuda_split_ws(const fc_problem *p, int splits, void *workspace, size_t bytes);
+// Bytes of Stream-K's tail for p at one split (fwd.cu; 0 where its walk has none).
+size_t fc_cuda_tail_ws_bytes(const fc_problem *p);
 
 // Global query row of row r of sequence b.
 FC_HD int64_t fc_global_row(const fc_problem *p, const fc_seqlen *s, int b, int r) {

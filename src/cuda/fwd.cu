@@ -65,12 +65,25 @@ static fc_status dispatch(const fc_problem *p, fc_split_ws ws, cudaStream_t stre
                    p->d, p->d_v);
 }
 
+// Stream-K's tail's workspace (fwd_launch.cuh wg_tail_plan) for the most CTAs and tail tiles the launch may take, where
+// its conditions can hold (the launch checks them again, and what it is given); 0 elsewhere.
+size_t fc_cuda_tail_ws_bytes(const fc_problem *p) {
+    cfg_info c;
+    fc_split_ws none = {1, NULL, NULL, NULL, 0, NULL, NULL};
+    if (dispatch(p, none, 0, &c) != FC_OK || !c.tail || p->q_dtype != p->dtype || wg_masked(*p)) return 0;
+    int group = p->h_q / p->h_k;
+    if (p->kv_layout != FC_KV_DENSE || !wg_plain_lengths(p) || c.rows % group || 64 % group) return 0;
+    int64_t slots = (int64_t)sm_count() * ctas_per_sm(c.smem, c.threads);
+    int consumers = c.rows / 64;
+    return wg_tail_count_bytes(slots, consumers) + wg_tail_dump_bytes(slots, consumers, c.dv);
+}
+
 // Splits: enough CTAs for one wave over the SMs (plan.c), counting how many CTAs of the chosen config
 // fit on an SM by shared memory and threads; the decode kernels' (mma.sync) by the fill of their waves.
 int fc_cuda_plan_splits(const fc_problem *p) {
     if (p->seqused_q) return 1; // the merge would read the partials of rows past seqused_q, which no tile writes
-    cfg_info c = {16, 64, 64 * 1024, 32, 1, false, 0, 0, 16, 1};
-    fc_split_ws none = {1, NULL, NULL};
+    cfg_info c = {16, 64, 64 * 1024, 32, 1, false, 0, 0, 16, 1, false};
+    fc_split_ws none = {1, NULL, NULL, NULL, 0, NULL, NULL};
     if (dispatch(p, none, 0, &c) != FC_OK) return 1;
     int n_blocks = (p->s_k + c.bn - 1) / c.bn / c.kw; // blocks per key warp at one split
     int slots = sm_count() * ctas_per_sm(c.smem, c.threads);
@@ -80,13 +93,13 @@ int fc_cuda_plan_splits(const fc_problem *p) {
 
 fc_status fc_cuda_fwd_supported(const fc_problem *p) {
     cfg_info c;
-    fc_split_ws none = {1, NULL, NULL};
+    fc_split_ws none = {1, NULL, NULL, NULL, 0, NULL, NULL};
     return dispatch(p, none, 0, &c);
 }
 
 fc_status fc_cuda_describe(const fc_problem *p, char *buf, size_t n) {
     cfg_info c;
-    fc_split_ws none = {1, NULL, NULL};
+    fc_split_ws none = {1, NULL, NULL, NULL, 0, NULL, NULL};
     fc_status st = dispatch(p, none, 0, &c);
     if (st != FC_OK) return st;
     int splits = fc_cuda_plan_splits(p);

@@ -96,6 +96,8 @@ struct fwd_tile {
     int r_lo, r_hi;        // query rows [r_lo, r_hi) touched by the tile
     int n_lo, n_hi;        // key blocks [n_lo, n_hi) of this split (may be empty)
     int bad;               // FC_BAD_LENGTHS: the sequence's device-side lengths were cut (seqlen.cuh)
+    int piece, tail_u;     // wgmma prefill, Stream-K's tail: 1 + the dump slot of a piece short of its tile (else 0),
+                           // the tile among the tail's (fwd_wgmma.cuh wg_tail_piece)
 };
 
 // Launch order. Query-tile major (prefill): grid (m tiles, splits, b * h_k), so CTAs reading the same

@@ -177,14 +177,17 @@ struct cfg_info {
     int rows, bn, smem, threads, kw; // kw: key warps, each taking a part of a split's blocks
     bool wg;                         // the wgmma kernel (else fwd_kernel's mma.sync)
     int d, dv, tile_rows, qbuf;      // the kernel's head dims, rows per tile, Q buffers (wgmma)
+    bool tail;                       // the wgmma kernel may walk Stream-K's tail (C::TAIL)
 };
 
-// Q buffers of a config (wg_cfg's; fwd_kernel has one).
+// Q buffers of a config (wg_cfg's; fwd_kernel has one), and whether it has Stream-K's tail.
 template <class C, class = void> struct qbuf_of {
     static constexpr int n = 1;
+    static constexpr bool tail = false;
 };
 template <class C> struct qbuf_of<C, decltype(void(C::QBUF))> {
     static constexpr int n = C::QBUF;
+    static constexpr bool tail = C::TAIL;
 };
 
 // The facts of the current device the host heuristics use (SMs, L2 bytes), asked of the runtime once per
@@ -296,6 +299,34 @@ static inline int64_t wg_walk_ctas(const fc_problem *p, int64_t m_tiles, int ski
     return lpt && w * m_tiles * 10 >= slots * 9 ? w * m_tiles : 0;
 }
 
+// Stream-K's tail of the unmasked persistent walk (fwd_wgmma.cuh wg_tail_range, PERF.md step 185): where T units on
+// X CTAs leave r = T mod X tiles for a last round, every CTA takes T / X whole tiles and then r n / X of those tiles'
+// key blocks (n a tile), the pieces merged in the kernel by the last to finish (wg_tail_piece). Where: one split,
+// K/V and Q by TMA with no length to check (solo), O by TMA otherwise (pieces store from registers), a kernel with
+// C::TAIL (bf16 / fp16, O's own buffer, the overlapped order), and at least a block a CTA. Its workspace: a counter a tail tile and
+// consumer warp (zeroed before the launch: a memset, which also ends the PDL chain there, PERF.md step 96), then
+// two dump slots a CTA (each consumer thread's O fragment and its rows' m and l).
+struct wg_tail {
+    int rounds, n, blocks;     // whole tiles a CTA, key blocks a tile, tail blocks (0: no tail)
+    size_t count_bytes, bytes; // the counters' (256-byte multiple), all
+};
+static inline size_t wg_tail_count_bytes(int64_t tail_tiles, int consumers) {
+    return ((size_t)tail_tiles * 4 * consumers * sizeof(int) + 255) & ~(size_t)255;
+}
+static inline size_t wg_tail_dump_bytes(int64_t ctas, int consumers, int dv) {
+    return (size_t)(2 * ctas) * (128 * consumers) * (dv / 8 + 1) * 16; // (wg_tail_piece's float4s)
+}
+static inline wg_tail wg_tail_plan(const fc_problem *p, int64_t units, int64_t ctas, int bn, int consumers, int dv,
+                                   bool able) {
+    wg_tail t = {0, 0, 0, 0, 0};
+    int64_t r = units % ctas, n = ((int64_t)p->s_k + bn - 1) / bn;
+    if (!able || wg_masked(*p) || units <= ctas || r * n < ctas || ctas * r * n > 0x7fffffff) return t; // (wg_tail_range)
+    t.rounds = (int)(units / ctas), t.n = (int)n, t.blocks = (int)(r * n);
+    t.count_bytes = wg_tail_count_bytes(r, consumers);
+    t.bytes = t.count_bytes + wg_tail_dump_bytes(ctas, consumers, dv);
+    return t;
+}
+
 // Query tiles per CTA of the grid walk (masked prefill: fwd_wgmma.cuh wg_tile_at): 4, two snake pairs (one
 // pipeline fill per four tiles), or 2 where four leave the last wave of CTAs much emptier, or where the K/V
 // that the CTAs running at once read does not stay in L2. The pairs make the CTAs about equally long, so a
@@ -330,7 +361,7 @@ template <class C>
 static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (info) {
         *info = cfg_info{C::BM, C::BN, C::SMEM_BYTES, C::THREADS, pipe_of<C>::kw, is_wg<C>::value, C::D, C::DV,
-                         C::BM * live_halves<C>::n / 2, qbuf_of<C>::n}; // tile rows: 8 on LO8's 16-row MMA tiles
+                         C::BM * live_halves<C>::n / 2, qbuf_of<C>::n, qbuf_of<C>::tail}; // tile rows: 8 on LO8's 16-row tiles
         return FC_OK;
     }
     int group = p->h_q / p->h_k;
@@ -353,6 +384,15 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
         // Both walks launched early (PDL, as decode is): fwd_wgmma_kernel waits for the previous kernel first (+1.4%
         // at 512-2k keys: the next call's CTAs are resident when a grid ends; PERF.md step 96).
         if (ctas > 0) { // a grid of at most as many CTAs as fit at once, walking the units (wg_tile_at)
+            wg_tail tail = wg_tail_plan(p, units, ctas, C::BN, C::CONSUMERS, C::DV,
+                                        C::TAIL && tm.solo && tm.o_kind == WG_TMA_DENSE && ws.splits == 1);
+            if (tail.blocks && ws.tail && ws.tail_bytes >= tail.bytes && (uintptr_t)ws.tail % 256 == 0) {
+                tm.tail_rounds = tail.rounds, tm.tail_first = (int)(tail.rounds * ctas);
+                tm.tail_n = tail.n, tm.tail_b = tail.blocks;
+                ws.tail_count = (int *)ws.tail;
+                ws.tail_dump = (float *)((char *)ws.tail + tail.count_bytes);
+                FC_CUDA_TRY(cudaMemsetAsync(ws.tail_count, 0, tail.count_bytes, stream)); // (wg_tail_piece)
+            }
             FC_CUDA_TRY(fc_launch_pdl(fwd_wgmma_kernel<C, true>, dim3((unsigned)ctas), dim3(C::THREADS), C::SMEM_BYTES,
                                       stream, *p, ws, tm));
             FC_CUDA_LAUNCHED("fwd_wgmma_kernel");

@@ -173,6 +173,10 @@ struct wg_cfg {
     // O by TMA store through the tile's last K/V stage, not its Q buffer (wg_store_tma): with one Q buffer, the next
     // tile's Q then loads under the last PV and the epilogue instead of after the store has read O (PERF.md step 103).
     static constexpr bool O_STAGE = QBUF == 1 && CONSUMERS == 2 && !FP8;
+    // Stream-K's tail (wg_tail_piece; the host's wg_tail_plan) where O has a buffer of its own and the order is the
+    // overlapped one: on d 64's serial warpgroups its code alone loosened the turn and put 23-31 instructions of the
+    // block loops on R2UR (PERF.md step 187)
+    static constexpr bool TAIL = !FP8 && !O_STAGE && !SERIAL && O_TMA;
     // Each warpgroup skips the key blocks its own rows cannot see (wg_blocks_unseen) where a causal tile has
     // such blocks: blocks under 128 keys (d 192, 256: the first warpgroup's last block; +2-7% causal 512-2k).
     // With 128-key blocks and two warpgroups both end in the tile's last block, and the check alone cost 1.5-4%
@@ -228,6 +232,9 @@ struct wg_tma {
     int o_kind; // O by TMA store (boxes of 64 features x group heads x 64 / group rows: one warpgroup's), else off
     int solo;   // every Q tile and key block by TMA, no length to check: the producer's warp 0 alone runs (wg_produce),
                 // and every tile takes its sequence's lengths from p (wg_tile_at: seqlen_dense)
+    // Stream-K's tail of the unmasked persistent walk (wg_tail_range; tail_b 0: none): tail_rounds whole tiles a CTA
+    // (units before tail_first = tail_rounds x X), then key blocks of the tail's tiles (tail_n a tile, tail_b in all)
+    int tail_rounds, tail_first, tail_n, tail_b;
     int shift;  // the masked walk's tiles end at the sequence's last row, the first cut short (wg_tile_at): BM x
                 // tiles - packed rows in whole 64-row boxes, where the host allows rows < 0 (wg_end_shift), else 0
     // The walk's divisors (wg_tile_at): a head's query tiles ms, ms x splits, splits, h_k, the GQA group, and
@@ -299,12 +306,31 @@ __device__ __forceinline__ int wg_uniform(int v) { return (int)__reduce_min_sync
 // PERF.md step 109; d 64 +350 spill instructions with threadIdx.x / 128 in wg_blocks_unseen).
 __device__ __forceinline__ int wg_index() { return wg_uniform(threadIdx.x / 128); }
 
+// Stream-K's tail (PERF.md step 185): the unmasked persistent walk's last round of tiles would leave about half the
+// CTAs idle, so every CTA takes tm.tail_rounds whole tiles and then its share of the remaining tiles' key blocks,
+// numbered tile by tile: CTA x's are [x B / X, (x + 1) B / X) of B = tm.tail_b, at least one and fewer than a tile's,
+// so at most two tiles' pieces. A piece that is not a whole tile is merged by the last of its tile's pieces to finish
+// (wg_tail_piece). The owner of tail block b is the CTA whose range holds it.
+// (32-bit: the host keeps X x B under 2^31)
+__device__ __forceinline__ void wg_tail_range(const wg_tma &tm, int x, int *b0, int *b1) {
+    *b0 = (int)((unsigned)x * tm.tail_b / gridDim.x);
+    *b1 = (int)((unsigned)(x + 1) * tm.tail_b / gridDim.x);
+}
+__device__ __forceinline__ int wg_tail_owner(const wg_tma &tm, int b) {
+    return (int)(((unsigned)(b + 1) * gridDim.x - 1) / (unsigned)tm.tail_b);
+}
+
 // Steps of this CTA's walk.
 template <class C, bool P>
 __device__ __forceinline__ int wg_steps(const fc_problem &p, const wg_tma &tm) {
     if constexpr (!P) return (int)((tm.ms.d + gridDim.x - 1) / gridDim.x);
     if (wg_masked(p)) // rounds of W heads' tiles (wg_tile_at)
         return (int)div_of((unsigned)(p.batch * p.h_k) + tm.w.d - 1, tm.w);
+    if (C::TAIL && tm.tail_b) { // whole tiles, then the pieces of the CTA's tail blocks (at least one: wg_tail_plan)
+        int b0, b1;
+        wg_tail_range(tm, blockIdx.x, &b0, &b1);
+        return tm.tail_rounds + (b1 - 1) / tm.tail_n - b0 / tm.tail_n + 1;
+    }
     unsigned units = tm.units_per_head.d * p.batch * p.h_k; // < 2^31 (fwd_launch.cuh)
     return units > blockIdx.x ? (units - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
 }
@@ -327,6 +353,8 @@ __device__ __forceinline__ void wg_rows_and_blocks(const fc_problem &p, const wg
 // past the last tile). Otherwise as fwd_tile_of.
 template <class C, bool P>
 __device__ __forceinline__ bool wg_tile_at(const fc_problem &p, const wg_tma &tm, int k, fwd_tile &t) {
+    int cut_lo = 0, cut_hi = 0; // Stream-K's tail: a piece's key blocks of its tile
+    t.piece = t.tail_u = 0;
     if constexpr (!P) {
         int x = blockIdx.x, X = gridDim.x;
         t.m0 = (k % 2 ? (k + 1) * X - 1 - x : k * X + x) * C::BM;
@@ -349,8 +377,18 @@ __device__ __forceinline__ bool wg_tile_at(const fc_problem &p, const wg_tma &tm
         t.b = some ? (int)div_of(zi, tm.h_k) : 0;
     } else {
         // 32-bit (the host keeps units under 2^31), by the host's divisors: runtime divisions were ~1k cycles
-        // of the gap between two tiles (PERF.md step 71)
-        unsigned g = blockIdx.x + (unsigned)k * gridDim.x, zi = div_of(g, tm.units_per_head);
+        // of the gap between two tiles (PERF.md step 71). Past tm.tail_rounds, a piece of the tail (wg_tail_range).
+        unsigned g = blockIdx.x + (unsigned)k * gridDim.x;
+        if (C::TAIL && tm.tail_b && k >= tm.tail_rounds) {
+            int b0, b1;
+            wg_tail_range(tm, blockIdx.x, &b0, &b1);
+            int u = b0 / tm.tail_n + (k - tm.tail_rounds), lo = max(b0 - u * tm.tail_n, 0), hi = min(b1 - u * tm.tail_n, tm.tail_n);
+            g = (unsigned)(tm.tail_first + u);
+            t.tail_u = u;
+            t.piece = lo > 0 || hi < tm.tail_n ? 1 + 2 * (int)blockIdx.x + (k - tm.tail_rounds) : 0;
+            cut_lo = lo, cut_hi = hi; // (the tile's blocks are known below)
+        }
+        unsigned zi = div_of(g, tm.units_per_head);
         unsigned r = g - zi * tm.units_per_head.d, rs = div_of(r, tm.splits);
         t.m0 = (int)rs * C::BM;
         t.split = (int)(r - rs * tm.splits.d);
@@ -363,6 +401,11 @@ __device__ __forceinline__ bool wg_tile_at(const fc_problem &p, const wg_tma &tm
     t.packed_rows = t.s.s_q * t.group;
     if (t.m0 >= t.packed_rows) return false;
     wg_rows_and_blocks<C>(p, tm, t);
+    if (C::TAIL && P && t.piece) { // the piece's blocks of the tile's (unmasked: all tail_n of them)
+        t.n_hi = t.n_lo + cut_hi;
+        t.n_lo += cut_lo;
+        t.split = cut_lo == 0 ? 0 : 1; // (a sink counts in the piece of block 0 only: wg_tile_setup)
+    }
     return true;
 }
 
@@ -400,7 +443,7 @@ __device__ __forceinline__ bool wg_tile_of_parity(const fc_problem &p, const wg_
     if (zi >= (unsigned)(p.batch * p.h_k)) return false; // a round past the last head
     t.hk = (int)mod_of(zi, tm.h_k);
     t.b = (int)div_of(zi, tm.h_k);
-    t.split = 0;
+    t.split = t.piece = t.tail_u = 0;
     t.group = (int)tm.group.d;
     t.bad = 0;
     t.s = seqlen_dense(p, t.b);
@@ -1054,7 +1097,7 @@ template <class C>
 __device__ __forceinline__ void wg_last(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, const wg_smem &sm,
                                         uint64_t *q_empty, int g, int uses, bool first, wg_regs<C> &w) {
     int last = g % C::STAGES, wg = wg_index();
-    bool o_tma = wg_o_by_tma(tm), keep_q = o_tma && !C::O_STAGE, v_keep = C::O_STAGE && o_tma && wg == 1;
+    bool o_tma = wg_o_by_tma(tm) && !(C::TAIL && t.piece), keep_q = o_tma && !C::O_STAGE, v_keep = C::O_STAGE && o_tma && wg == 1;
     if (!keep_q) wg_release(q_empty);
     if (C::O_STAGE && (!o_tma || wg == 1)) wg_release(&sm.k_empty[last]); // (warpgroup 0's goes back after its O)
     if (C::O_STAGE && o_tma && wg == 1) named_bar_arrive(WG_BAR_K_FREE, 256);
@@ -1150,7 +1193,7 @@ __device__ __forceinline__ void wg_blocks(const fc_problem &p, const score_const
     u.n_hi = t.n_hi - skip;
     if constexpr (C::SERIAL) {
         wg_run_serial<C, PLAIN>(sc, u, sm, sq, pos + skip, r_lo, r_hi, w);
-        bool o_tma = wg_o_by_tma(tm);
+        bool o_tma = wg_o_by_tma(tm); // (no tail on the serial order: C::TAIL)
         if (!o_tma) wg_release(q_empty); // (else the epilogue stores O through Q's buffer: wg_store_tma gives it back)
         if (wg_finish_early<C>() && o_tma) wg_finish_rows<C>(p, t, tm, w);
     } else {
@@ -1265,13 +1308,71 @@ __device__ __forceinline__ void wg_tile_blocks(const fc_problem &p, const fwd_ti
         wg_blocks<C, false>(p, ts.sc, t, sm, tm, sq, q_empty, pos, uses, ts.skip, ts.r_lo, ts.r_hi, w);
 }
 
+// m, l of a row merged with another piece's (m2, l2; log2 domain, l a thread's share): the factors for O's and the
+// other's values (both 0 where neither saw a key).
+__device__ __forceinline__ void wg_tail_merge_row(row_softmax &st, float m2, float l2, float *a, float *b) {
+    float m = fmaxf(st.m, m2);
+    *a = m == -INFINITY ? 0.0f : exp2f(st.m - m);
+    *b = m == -INFINITY ? 0.0f : exp2f(m2 - m);
+    st.l = st.l * *a + l2 * *b;
+    st.m = m;
+}
+
+// A piece of Stream-K's tail short of its tile (t.piece = 1 + its dump slot; wg_tail_range): every consumer thread
+// dumps its O fragment (unnormalised) and its rows' m and l (its share) to the slot, and each warp counts itself in on
+// its tile's counter (tm.tail_n blocks a tile: the pieces of CTAs owner(u n) .. owner(u n + n - 1)); the warp that
+// arrives last (the tile's pieces run at once on other CTAs, so nobody waits) reads the other pieces' dumps of its own
+// rows (from L2: __ldcg), merges them into its registers as merge_key_warps does, stores its rows (store_rows), and
+// sets the counter back to 0. Its own dump is read by nobody then. (The counters are zeroed before every launch, a
+// memset: a tag of the launch (%gridid) in 64-bit counters, which would need none, made ptxas move the block loops'
+// descriptor arithmetic to the vector datapath, 263-316 R2UR, even with a plain 64-bit atomicAdd.)
+template <class C>
+__device__ void wg_tail_piece(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, fc_split_ws ws, wg_regs<C> &w) {
+    constexpr int F4 = C::DV / 8 + 1, NT = 128 * C::CONSUMERS; // float4s a thread dumps; consumer threads
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, u = t.tail_u;
+    float4 *mine = (float4 *)ws.tail_dump + ((int64_t)(t.piece - 1) * NT + threadIdx.x) * F4;
+#pragma unroll
+    for (int f = 0; f < C::DV / 8; f++) mine[f] = make_float4(w.o[0][f][0], w.o[0][f][1], w.o[0][f][2], w.o[0][f][3]);
+    mine[C::DV / 8] = make_float4(w.st[0].m, w.st[0].l, w.st[1].m, w.st[1].l);
+    __threadfence();
+    __syncwarp();
+    int x0 = wg_tail_owner(tm, u * tm.tail_n), x1 = wg_tail_owner(tm, u * tm.tail_n + tm.tail_n - 1);
+    int *count = ws.tail_count + u * (4 * C::CONSUMERS) + warp, old = 0;
+    if (lane == 0) old = atomicAdd(count, 1);
+    if (__shfl_sync(0xffffffffu, old, 0) != x1 - x0) return;
+    __threadfence();
+    for (int x = x0; x <= x1; x++) {
+        int b0, b1;
+        wg_tail_range(tm, x, &b0, &b1);
+        int slot = 2 * x + (b0 / tm.tail_n == u ? 0 : 1);
+        if (slot == t.piece - 1) continue;
+        const float4 *other = (const float4 *)ws.tail_dump + ((int64_t)slot * NT + threadIdx.x) * F4;
+        float4 ml = __ldcg(other + C::DV / 8);
+        float a[2], b[2];
+        wg_tail_merge_row(w.st[0], ml.x, ml.y, &a[0], &b[0]);
+        wg_tail_merge_row(w.st[1], ml.z, ml.w, &a[1], &b[1]);
+#pragma unroll
+        for (int f = 0; f < C::DV / 8; f++) {
+            float4 v = __ldcg(other + f);
+            w.o[0][f][0] = w.o[0][f][0] * a[0] + v.x * b[0];
+            w.o[0][f][1] = w.o[0][f][1] * a[0] + v.y * b[0];
+            w.o[0][f][2] = w.o[0][f][2] * a[1] + v.z * b[1];
+            w.o[0][f][3] = w.o[0][f][3] * a[1] + v.w * b[1];
+        }
+    }
+    store_rows<C>(p, t, ws, w.o, w.st);
+    if (lane == 0) *count = 0;
+}
+
 // Tile t's epilogue: O by TMA store (stored: the barrier of the buffer it goes through, given back once read) or
 // from registers.
 template <class C>
 __device__ __forceinline__ void wg_tile_epilogue(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, const wg_smem &sm,
                                                  const wg_tma &tm, const wg_tile_state &ts, int k, int uses, int pos,
                                                  wg_regs<C> &w, uint64_t *&stored) {
-    if (!C::FP8 && t.n_hi > t.n_lo && wg_o_by_tma(tm)) {
+    if (C::TAIL && t.piece) {
+        wg_tail_piece<C>(p, t, tm, ws, w);
+    } else if (!C::FP8 && t.n_hi > t.n_lo && wg_o_by_tma(tm)) {
         int last = (pos + t.n_hi - t.n_lo - 1) % C::STAGES;
         wg_store_tma<C>(p, t, tm, w, sm, sm.q + k % C::QBUF * C::Q_BYTES, &sm.q_empty[k % C::QBUF], last, uses, stored);
     } else {
