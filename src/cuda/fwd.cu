@@ -105,13 +105,20 @@ fc_status fc_cuda_describe(const fc_problem *p, char *buf, size_t n) {
     int splits = fc_cuda_plan_splits(p);
     const char *app = p->k_new.data && p->s_new > 0 ? "append, then " : "";
     int64_t m_tiles = ((int64_t)p->s_q * (p->h_q / p->h_k) + c.tile_rows - 1) / c.tile_rows;
-    bool persistent = c.wg && wg_walk_ctas(p, m_tiles, 0, splits, // (whether it walks; its CTAs need no skip_bm)
-                                            (int64_t)sm_count() * ctas_per_sm(c.smem, c.threads)) > 0;
+    int64_t ctas = c.wg ? wg_walk_ctas(p, m_tiles, 0, splits, // (its CTAs: the tail's configs have no skip_bm)
+                                       (int64_t)sm_count() * ctas_per_sm(c.smem, c.threads)) : 0;
+    char tail[120] = ""; // (given a workspace of fc_attn_workspace_size's bytes)
+    if (ctas > 0 && splits == 1 && fc_cuda_tail_ws_bytes(p) > 0) {
+        wg_tail t = wg_tail_plan(p, m_tiles * p->batch * p->h_k, ctas, c.bn, c.rows / 64, c.dv, true);
+        if (t.blocks)
+            snprintf(tail, sizeof tail, "; Stream-K tail: the last %d tiles' %d key blocks shared by the %lld CTAs",
+                     t.blocks / t.n, t.blocks, (long long)ctas);
+    }
     if (c.wg)
         snprintf(buf, n, "cuda: %swgmma prefill (kernel d %d / d_v %d%s): %d-row tiles %s, %d-key "
-                 "blocks, %d Q buffer%s; %d split%s", app, c.d, c.dv, p->q_dtype != p->dtype ? ", e4m3 tiles" : "", c.tile_rows,
-                 persistent ? "walked by persistent CTAs" : "four or two per CTA", c.bn, c.qbuf, c.qbuf == 1 ? "" : "s", splits,
-                 splits == 1 ? "" : "s + merge");
+                 "blocks, %d Q buffer%s; %d split%s%s", app, c.d, c.dv, p->q_dtype != p->dtype ? ", e4m3 tiles" : "", c.tile_rows,
+                 ctas > 0 ? "walked by persistent CTAs" : "four or two per CTA", c.bn, c.qbuf, c.qbuf == 1 ? "" : "s", splits,
+                 splits == 1 ? "" : "s + merge", tail);
     else
         snprintf(buf, n, "cuda: %smma.sync decode (kernel d %d / d_v %d%s): %d-row tiles, %d key warp%s, %d-key blocks; %d split%s",
                  app, c.d, c.dv, p->kv_dtype != p->dtype ? ", fp8 cache converted in registers" : "", c.tile_rows, c.kw,

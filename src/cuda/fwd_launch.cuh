@@ -303,7 +303,9 @@ static inline int64_t wg_walk_ctas(const fc_problem *p, int64_t m_tiles, int ski
 // X CTAs leave r = T mod X tiles for a last round, every CTA takes T / X whole tiles and then r n / X of those tiles'
 // key blocks (n a tile), the pieces merged in the kernel by the last to finish (wg_tail_piece). Where: one split,
 // K/V and Q by TMA with no length to check (solo), O by TMA otherwise (pieces store from registers), a kernel with
-// C::TAIL (bf16 / fp16, O's own buffer, the overlapped order), and at least a block a CTA. Its workspace: a counter a tail tile and
+// C::TAIL (bf16 / fp16, O's own buffer, the overlapped order), and at least 6 key blocks a CTA (a piece's pipeline fill
+// and epilogue are paid per piece: d 128's pieces of 2 blocks at 512 keys took as long as the 4-block tile, of 16 at 4k
+// they saved 2.4%; PERF.md step 188). Its workspace: a counter a tail tile and
 // consumer warp (zeroed before the launch: a memset, which also ends the PDL chain there, PERF.md step 96), then
 // two dump slots a CTA (each consumer thread's O fragment and its rows' m and l).
 struct wg_tail {
@@ -320,7 +322,7 @@ static inline wg_tail wg_tail_plan(const fc_problem *p, int64_t units, int64_t c
                                    bool able) {
     wg_tail t = {0, 0, 0, 0, 0};
     int64_t r = units % ctas, n = ((int64_t)p->s_k + bn - 1) / bn;
-    if (!able || wg_masked(*p) || units <= ctas || r * n < ctas || ctas * r * n > 0x7fffffff) return t; // (wg_tail_range)
+    if (!able || wg_masked(*p) || units <= ctas || r * n < 6 * ctas || ctas * r * n > 0x7fffffff) return t; // (wg_tail_range)
     t.rounds = (int)(units / ctas), t.n = (int)n, t.blocks = (int)(r * n);
     t.count_bytes = wg_tail_count_bytes(r, consumers);
     t.bytes = t.count_bytes + wg_tail_dump_bytes(ctas, consumers, dv);

@@ -1318,42 +1318,53 @@ __device__ __forceinline__ void wg_tail_merge_row(row_softmax &st, float m2, flo
     st.m = m;
 }
 
-// A piece of Stream-K's tail short of its tile (t.piece = 1 + its dump slot; wg_tail_range): every consumer thread
-// dumps its O fragment (unnormalised) and its rows' m and l (its share) to the slot, and each warp counts itself in on
-// its tile's counter (tm.tail_n blocks a tile: the pieces of CTAs owner(u n) .. owner(u n + n - 1)); the warp that
-// arrives last (the tile's pieces run at once on other CTAs, so nobody waits) reads the other pieces' dumps of its own
-// rows (from L2: __ldcg), merges them into its registers as merge_key_warps does, stores its rows (store_rows), and
-// sets the counter back to 0. Its own dump is read by nobody then. (The counters are zeroed before every launch, a
-// memset: a tag of the launch (%gridid) in 64-bit counters, which would need none, made ptxas move the block loops'
-// descriptor arithmetic to the vector datapath, 263-316 R2UR, even with a plain 64-bit atomicAdd.)
+// Float4 f of consumer thread threadIdx.x's dump in slot `slot` of Stream-K's tail: f-major, so that a warp's stores and
+// loads are 512 contiguous bytes (thread-major, 17 float4s apart, cost d 128's tail 12 us at 512 keys, 6 at 4k; PERF.md
+// step 188).
+template <class C>
+__device__ __forceinline__ float4 *wg_tail_dump_at(fc_split_ws ws, int slot, int f) {
+    return (float4 *)ws.tail_dump + ((int64_t)slot * (C::DV / 8 + 1) + f) * (128 * C::CONSUMERS) + threadIdx.x;
+}
+
+// A piece of Stream-K's tail short of its tile (t.piece = 1 + its dump slot; wg_tail_range). Each consumer warp counts
+// itself in on its tile's counter (tm.tail_n blocks a tile: the pieces of CTAs owner(u n) .. owner(u n + n - 1)), having
+// first dumped its O fragment (unnormalised) and its rows' m and l (its share) to the slot; the warp that arrives last
+// (the tile's pieces run at once on other CTAs, so nobody waits) reads the other pieces' dumps of its own rows (from L2:
+// __ldcg), merges them into its registers as merge_key_warps does, stores its rows (store_rows), and sets the counter
+// back to 0. A warp that finds every other piece already in is the last and dumps nothing (about half the dumps: a CTA's
+// second piece, the start of a tile, usually ends after the tile's other pieces). (The counters are zeroed before every
+// launch, a memset: a tag of the launch (%gridid) in 64-bit counters, which would need none, made ptxas move the block
+// loops' descriptor arithmetic to the vector datapath, 263-316 R2UR, even with a plain 64-bit atomicAdd.)
 template <class C>
 __device__ void wg_tail_piece(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, fc_split_ws ws, wg_regs<C> &w) {
-    constexpr int F4 = C::DV / 8 + 1, NT = 128 * C::CONSUMERS; // float4s a thread dumps; consumer threads
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, u = t.tail_u;
-    float4 *mine = (float4 *)ws.tail_dump + ((int64_t)(t.piece - 1) * NT + threadIdx.x) * F4;
-#pragma unroll
-    for (int f = 0; f < C::DV / 8; f++) mine[f] = make_float4(w.o[0][f][0], w.o[0][f][1], w.o[0][f][2], w.o[0][f][3]);
-    mine[C::DV / 8] = make_float4(w.st[0].m, w.st[0].l, w.st[1].m, w.st[1].l);
-    __threadfence();
-    __syncwarp();
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, u = t.tail_u, seen = 0;
     int x0 = wg_tail_owner(tm, u * tm.tail_n), x1 = wg_tail_owner(tm, u * tm.tail_n + tm.tail_n - 1);
-    int *count = ws.tail_count + u * (4 * C::CONSUMERS) + warp, old = 0;
-    if (lane == 0) old = atomicAdd(count, 1);
-    if (__shfl_sync(0xffffffffu, old, 0) != x1 - x0) return;
+    int *count = ws.tail_count + u * (4 * C::CONSUMERS) + warp;
+    if (lane == 0) seen = *(volatile int *)count;
+    if (__shfl_sync(0xffffffffu, seen, 0) != x1 - x0) {
+#pragma unroll
+        for (int f = 0; f < C::DV / 8; f++)
+            *wg_tail_dump_at<C>(ws, t.piece - 1, f) = make_float4(w.o[0][f][0], w.o[0][f][1], w.o[0][f][2], w.o[0][f][3]);
+        *wg_tail_dump_at<C>(ws, t.piece - 1, C::DV / 8) = make_float4(w.st[0].m, w.st[0].l, w.st[1].m, w.st[1].l);
+        __threadfence();
+        __syncwarp();
+        int old = 0;
+        if (lane == 0) old = atomicAdd(count, 1);
+        if (__shfl_sync(0xffffffffu, old, 0) != x1 - x0) return;
+    }
     __threadfence();
     for (int x = x0; x <= x1; x++) {
         int b0, b1;
         wg_tail_range(tm, x, &b0, &b1);
         int slot = 2 * x + (b0 / tm.tail_n == u ? 0 : 1);
         if (slot == t.piece - 1) continue;
-        const float4 *other = (const float4 *)ws.tail_dump + ((int64_t)slot * NT + threadIdx.x) * F4;
-        float4 ml = __ldcg(other + C::DV / 8);
+        float4 ml = __ldcg(wg_tail_dump_at<C>(ws, slot, C::DV / 8));
         float a[2], b[2];
         wg_tail_merge_row(w.st[0], ml.x, ml.y, &a[0], &b[0]);
         wg_tail_merge_row(w.st[1], ml.z, ml.w, &a[1], &b[1]);
 #pragma unroll
         for (int f = 0; f < C::DV / 8; f++) {
-            float4 v = __ldcg(other + f);
+            float4 v = __ldcg(wg_tail_dump_at<C>(ws, slot, f));
             w.o[0][f][0] = w.o[0][f][0] * a[0] + v.x * b[0];
             w.o[0][f][1] = w.o[0][f][1] * a[0] + v.y * b[0];
             w.o[0][f][2] = w.o[0][f][2] * a[1] + v.z * b[1];
