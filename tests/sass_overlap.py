@@ -146,14 +146,16 @@ def main():
         # Serial (wg_serial_block): no exponentials between a first and a second wait, or none at all, while its waits for
         # an S have them after the turn (an overlapped kernel's waits for S are followed by its GEMMs' issue, not a turn)
         ssites, sfewest, swhere = check_serial(body, bn) if bn else (0, None, [])
-        serial = bn is not None and (sites == 0 or (fewest == 0 and ssites >= 2 and sfewest >= bn * 3 // 8))
+        paths = 1 if "wg_plain" in name else 2 # score paths: a plain kernel (fwd_wgmma.cuh wg_plain) has one
+        serial = bn is not None and (sites == 0 or (fewest == 0 and ssites >= paths and sfewest >= bn * 3 // 8))
         if serial:  # (ptxas moves a few exponentials across the turn's barriers, whose registers it does not see: 3/4)
             sites, fewest = ssites, sfewest
             want = bn * 3 // 8
         r2ur = block_loop_r2ur(body, r"DEPBAR.LE gsb0, 0x0", swhere) if serial else block_loop_r2ur(body)
-        # Two score paths (plain, softcap/ALiBi) x three loops (masked, unmasked, masked): six main loops.
-        # (A serial kernel in one block loop a score path, the mask a branch inside it: two.)
-        ok = sites >= (2 if serial else 6) and fewest is not None and fewest >= want and r2ur == 0
+        # Two score paths (plain, softcap/ALiBi) x three loops (masked, unmasked, masked): six main loops; a plain
+        # kernel (fwd_wgmma.cuh wg_plain) has the plain path alone: three. (A serial kernel in one block loop a score
+        # path, the mask a branch inside it: two, or one.)
+        ok = sites >= (paths if serial else 3 * paths) and fewest is not None and fewest >= want and r2ur == 0
         what = ("serial: %d waits for S, fewest exponentials in the turn" if serial else
                 "%d first waits, fewest exponentials before the second") % sites
         print("%s %s: %s %s (want >= %d, BN %s); R2UR in the block loops %d (want 0)"
