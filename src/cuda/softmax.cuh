@@ -19,6 +19,24 @@ __device__ __forceinline__ row_softmax softmax_init(bool has_sink, float sink_lo
     return r;
 }
 
+// The max / sum of a thread's n scores of a row as a tree of depth log2 n, not a chain of n: each FMNMX / FADD of a chain
+// waits on the one before (ncu's "wait" stall at d 128 512 was 1.77 cycles an instruction against cuDNN's 0.91; PERF.md
+// steps 190, 192). The sum's order is the tree's.
+template <int N> __device__ __forceinline__ float tree_max(float *v) {
+#pragma unroll
+    for (int w = 1; w < N; w *= 2)
+#pragma unroll
+        for (int i = 0; i + w < N; i += 2 * w) v[i] = fmaxf(v[i], v[i + w]);
+    return v[0];
+}
+template <int N> __device__ __forceinline__ float tree_sum(float *v) {
+#pragma unroll
+    for (int w = 1; w < N; w *= 2)
+#pragma unroll
+        for (int i = 0; i + w < N; i += 2 * w) v[i] += v[i + w];
+    return v[0];
+}
+
 // Fold a block of NF accumulator fragments (this thread's 2*NF scores of the row, half = 0 or 1) into
 // the state: new max, rescale of the old sum (returned, to rescale the output too), p = 2^(s - m).
 // The scores are s * mul (mul > 0): raw dot products with mul = scale * log2(e) cost one FFMA each
@@ -41,13 +59,19 @@ __host__ __device__ constexpr int softmax_group(int nf) { return nf % 4 == 0 ? 4
 template <int NF, bool LAZY = false>
 __device__ __forceinline__ float softmax_max(const row_softmax &st, float (*s)[4], int half, float mul = 1.0f, int live = NF) {
     constexpr int G = softmax_group(NF);
-    float mx = -INFINITY;
+    float gm[NF / G]; // each group's max
 #pragma unroll
-    for (int q = 0; q < NF; q += G)
-        if (q < live)
+    for (int q = 0; q < NF; q += G) {
+        float a = -INFINITY;
+        if (q < live) {
+            float t[2 * G];
 #pragma unroll
-            for (int f = q; f < q + G; f++) mx = fmaxf(mx, fmaxf(s[f][2 * half], s[f][2 * half + 1]));
-    mx = fmaxf(st.m, quad_max(mx) * mul);
+            for (int i = 0; i < G; i++) t[2 * i] = s[q + i][2 * half], t[2 * i + 1] = s[q + i][2 * half + 1];
+            a = tree_max<2 * G>(t);
+        }
+        gm[q / G] = a;
+    }
+    float mx = fmaxf(st.m, quad_max(tree_max<NF / G>(gm)) * mul);
     if (LAZY && mx - st.m <= FC_RESCALE_LOG2) mx = st.m; // (-inf - -inf is NaN: the first block moves)
     return mx;
 }
@@ -58,22 +82,26 @@ __device__ __forceinline__ float softmax_exp(row_softmax &st, float (*s)[4], int
     constexpr int G = softmax_group(NF);
     float base = mx == -INFINITY ? 0.0f : mx;   // all masked so far: keep exp2 away from -inf - -inf
     float rescale = fast_exp2(st.m - base);     // 0 when the old max was -inf
-    float sum = 0.0f;
+    float gs[NF / G]; // each group's sum
 #pragma unroll
     for (int q = 0; q < NF; q += G) {
+        float a = 0.0f;
         if (q < live) {
+            float t[2 * G];
 #pragma unroll
-            for (int f = q; f < q + G; f++) {
-                s[f][2 * half] = fast_exp2(fmaf(s[f][2 * half], mul, -base));
-                s[f][2 * half + 1] = fast_exp2(fmaf(s[f][2 * half + 1], mul, -base));
-                sum += s[f][2 * half] + s[f][2 * half + 1];
+            for (int i = 0; i < G; i++) {
+                int f = q + i;
+                t[2 * i] = s[f][2 * half] = fast_exp2(fmaf(s[f][2 * half], mul, -base));
+                t[2 * i + 1] = s[f][2 * half + 1] = fast_exp2(fmaf(s[f][2 * half + 1], mul, -base));
             }
+            a = tree_sum<2 * G>(t);
         } else if (!DEAD_ZERO) {
 #pragma unroll
             for (int f = q; f < q + G; f++) s[f][2 * half] = s[f][2 * half + 1] = 0.0f;
         }
+        gs[q / G] = a;
     }
-    st.l = st.l * rescale + sum;
+    st.l = st.l * rescale + tree_sum<NF / G>(gs);
     st.m = mx;
     return rescale;
 }
