@@ -295,14 +295,15 @@ static inline int64_t wg_coprime_ctas(int64_t slots, int64_t per_head) {
 // Returns the CTAs of the persistent walk, or 0 for the grid.
 static inline int64_t wg_walk_ctas(const fc_problem *p, int64_t m_tiles, int skip_bm, int splits, int64_t slots) {
     bool even = p->kv_layout == FC_KV_DENSE && !p->seqused_k;
+    bool even_q = even && !p->cu_seqlens_q && !p->seqused_q; // every sequence as long, queries and keys
     int64_t rows = (int64_t)p->s_q * (p->h_q / p->h_k), units = m_tiles * splits * p->batch * p->h_k;
     if (!wg_masked(*p)) {
         if (!even && rows > 2048) return 0;
         if (units <= slots) return units;
-        bool short_last = even && !p->cu_seqlens_q && !p->seqused_q && m_tiles * skip_bm - rows >= 64;
+        bool short_last = even_q && m_tiles * skip_bm - rows >= 64;
         return short_last ? wg_coprime_ctas(slots, m_tiles * splits) : slots;
     }
-    bool lpt = even && !p->cu_seqlens_q && !p->seqused_q && splits == 1;
+    bool lpt = even_q && splits == 1;
     int64_t w = slots / m_tiles;
     return lpt && w * m_tiles * 10 >= slots * 9 ? w * m_tiles : 0;
 }
