@@ -255,6 +255,17 @@ static fc_status resident_per_sm(K kernel, int bytes, int *n) {
     return FC_OK;
 }
 
+// Whether the plain kernel (fwd_wgmma.cuh wg_plain) runs p: Q, K, V dense by TMA with no length to check (solo), O by
+// TMA, plain scores (no softcap, a positive scale), no ALiBi, sinks or rotary, bf16 / fp16, and a key block in every
+// tile (keys, no left window, and a right one, causal, only where every row sees key 0), as every call of the
+// prefill table is; and short: up to 1k keys, where the tiles' edges (the fetch stalls it is for) weigh (PERF.md step 193).
+template <class C>
+static inline bool wg_plain_call(const fc_problem *p, const wg_tma &tm) {
+    if (!C::HAS_PLAIN || !tm.solo || tm.o_kind != WG_TMA_DENSE || p->s_k > 1024) return false;
+    if (p->alibi || p->sinks || p->rotary_cos || p->softcap > 0.0f || !(p->scale > 0.0f)) return false;
+    return p->s_k > 0 && p->window_left < 0 && (p->window_right < 0 || p->s_q <= p->s_k);
+}
+
 // The most CTAs, at most slots and at least slots - 7, prime to a head's units (wg_walk_ctas); slots where none is.
 static inline int64_t wg_coprime_ctas(int64_t slots, int64_t per_head) {
     for (int64_t x = slots; x > slots - 8 && x > 1; x--) {
@@ -284,14 +295,15 @@ static inline int64_t wg_coprime_ctas(int64_t slots, int64_t per_head) {
 // Returns the CTAs of the persistent walk, or 0 for the grid.
 static inline int64_t wg_walk_ctas(const fc_problem *p, int64_t m_tiles, int skip_bm, int splits, int64_t slots) {
     bool even = p->kv_layout == FC_KV_DENSE && !p->seqused_k;
+    bool even_q = even && !p->cu_seqlens_q && !p->seqused_q; // every sequence as long, queries and keys
     int64_t rows = (int64_t)p->s_q * (p->h_q / p->h_k), units = m_tiles * splits * p->batch * p->h_k;
     if (!wg_masked(*p)) {
         if (!even && rows > 2048) return 0;
         if (units <= slots) return units;
-        bool short_last = even && !p->cu_seqlens_q && !p->seqused_q && m_tiles * skip_bm - rows >= 64;
+        bool short_last = even_q && m_tiles * skip_bm - rows >= 64;
         return short_last ? wg_coprime_ctas(slots, m_tiles * splits) : slots;
     }
-    bool lpt = even && !p->cu_seqlens_q && !p->seqused_q && splits == 1;
+    bool lpt = even_q && splits == 1;
     int64_t w = slots / m_tiles;
     return lpt && w * m_tiles * 10 >= slots * 9 ? w * m_tiles : 0;
 }
@@ -353,8 +365,13 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
         // Both walks launched early (PDL, as decode is): fwd_wgmma_kernel waits for the previous kernel first (+1.4%
         // at 512-2k keys: the next call's CTAs are resident when a grid ends; PERF.md step 96).
         if (ctas > 0) { // a grid of at most as many CTAs as fit at once, walking the units (wg_tile_at)
-            FC_CUDA_TRY(fc_launch_pdl(fwd_wgmma_kernel<C, true>, dim3((unsigned)ctas), dim3(C::THREADS), C::SMEM_BYTES,
-                                      stream, *p, ws, tm));
+            void (*kernel)(const fc_problem, fc_split_ws, const wg_tma) = fwd_wgmma_kernel<C, true>;
+            if constexpr (C::HAS_PLAIN)
+                if (wg_plain_call<C>(p, tm)) { // (the same shared memory and threads, so the same CTAs an SM)
+                    kernel = fwd_wgmma_kernel<wg_plain<C>, true>;
+                    if ((st = allow_smem<wg_plain<C>, 1>(kernel, C::SMEM_BYTES)) != FC_OK) return st;
+                }
+            FC_CUDA_TRY(fc_launch_pdl(kernel, dim3((unsigned)ctas), dim3(C::THREADS), C::SMEM_BYTES, stream, *p, ws, tm));
             FC_CUDA_LAUNCHED("fwd_wgmma_kernel");
             return FC_OK;
         }

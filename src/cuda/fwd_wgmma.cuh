@@ -66,12 +66,13 @@ template <int D, int DV, bool FP8 = false, int V = 0> struct wg_shape {
 // and O (64) at 240, the producer at 24 runs only the one-thread TMA walk (wg_produce_solo) at speed
 template <> struct wg_shape<128, 128, false, 1> {
     static constexpr int BN = 176, QBUF = 1;      // 32 KB Q + 2 x (44 + 44) KB K/V
-    static constexpr bool LAZY = true, O_TMA = true;
+    static constexpr bool LAZY = true, O_TMA = true, PLAIN_KERNEL = false; // (past 4k keys only: wg_plain)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 24, CONSUMER_REGS = 240;
 };
 template <> struct wg_shape<64, 64> {
     static constexpr int BN = 128, QBUF = 2, STAGES = 3; // 2 x 24 KB Q + 3 x (16 + 16) KB K/V (3 stages: +5%, step 102)
     static constexpr bool LAZY = true, O_TMA = true, LATE_FINISH = true; // (LAZY: +1.4%, step 94)
+    static constexpr bool PLAIN_KERNEL = false;   // (past 2k keys only: wg_plain)
     static constexpr int CONSUMERS = 3, PRODUCER_REGS = 32, CONSUMER_REGS = 160;
 };
 template <> struct wg_shape<64, 64, false, 1> { // masked, up to 1k keys: partial 192-row tiles lose (step 78)
@@ -83,7 +84,7 @@ template <> struct wg_shape<64, 64, false, 1> { // masked, up to 1k keys: partia
 // masked, 1k-2k keys: the three warpgroups' shape in the serial order (causal 2k +1.8%, 4k -0.1%, 512 / 1k -10 / -12%:
 // PERF.md steps 172, 173)
 template <> struct wg_shape<64, 64, false, 2> : wg_shape<64, 64> {
-    static constexpr bool LAZY = false, SERIAL = true;
+    static constexpr bool LAZY = false, SERIAL = true, PLAIN_KERNEL = true;
 };
 template <> struct wg_shape<128, 128, true> {  // 192-key blocks: a third fewer softmax rounds a key than 128
     static constexpr int BN = 192, QBUF = 2;      // 2 x 16 KB Q + 2 x (24 + 32) KB K/Vt + 2 x 24 KB V landing
@@ -117,7 +118,7 @@ template <> struct wg_shape<96, 96> {
 };
 template <> struct wg_shape<192, 128> {
     static constexpr int BN = 128, QBUF = 1;      // 48 KB Q + 2 x (48 + 32) KB K/V
-    static constexpr bool LAZY = true, O_TMA = true;
+    static constexpr bool LAZY = true, O_TMA = true, PLAIN_KERNEL = false; // (512 / 1k -0.9 / -2.0% on it: wg_plain)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<192, 192> {
@@ -149,6 +150,9 @@ template <class S> constexpr auto wg_stages(int) -> decltype(S::STAGES) { return
 template <class S> constexpr int wg_stages(long) { return 2; }
 template <class S> constexpr auto wg_serial_of(int) -> decltype(S::SERIAL) { return S::SERIAL; }
 template <class S> constexpr bool wg_serial_of(long) { return false; }
+// PLAIN_KERNEL: whether the shape has a kernel for plain calls (wg_plain), true where it does not say
+template <class S> constexpr auto wg_plain_kernel_of(int) -> decltype(S::PLAIN_KERNEL) { return S::PLAIN_KERNEL; }
+template <class S> constexpr bool wg_plain_kernel_of(long) { return true; }
 
 // T: the output's type (and the inputs' unless E says otherwise); E: the type of Q, K and V as they sit in
 // shared memory (T, or e4m3 for the FP8 prefill: FP8). Sizes below count E's bytes: a 16-byte chunk holds
@@ -214,6 +218,21 @@ struct wg_cfg {
     static_assert(CONSUMERS == 2 || CONSUMERS == 3, "consumer warpgroups: named barriers 2 + g (epilogue), 5-7 (O_STAGE), 8 + g (turns)");
     static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536 / THREADS / 8 * 8 * THREADS,
                   "setmaxnreg.inc waits forever for registers the CTA does not have");
+    // A kernel for plain calls only (wg_plain): set by that wrapper, false here; HAS_PLAIN, whether C has one.
+    static constexpr bool PLAIN = false, HAS_PLAIN = !FP8 && wg_plain_kernel_of<shape>(0);
+};
+
+// Config C's kernel for plain calls (the host's wg_plain_call: dense Q / K / V by TMA with no length to check, O by TMA,
+// plain scores, no ALiBi, sinks, rotary or FP8, and every tile with a key block): the kernel's other paths (general
+// scores, the row-table and cp.async producers, rotary, ALiBi, sinks, the store from registers) compiled out, so that
+// the code a tile runs is only what such calls need. Where the tiles are short their edges stalled on instruction
+// fetch six to seven times as long as cuDNN's kernel (ncu no_instruction 0.61 against 0.08 at d 128 512; PERF.md step 190):
+// 512 / 1k +0.6..+5.1%. Only there (the host's wg_plain_call: up to 1k keys): on longer tiles the block loops set the
+// time, and ptxas schedules the same loop code differently in the two kernels, the plain one's up to 5% slower at
+// 8k-16k (d 192, d 64); the shapes used only past 1k keys, and d 192v128's (-0.9 / -2.0% at 512 / 1k), have none
+// (wg_shape's PLAIN_KERNEL; PERF.md step 193).
+template <class C> struct wg_plain : C {
+    static constexpr bool PLAIN = true;
 };
 
 // TMA descriptors of K and V (built on the host, fwd_launch.cuh), in boxes of 64 features x 1 head x box_rows keys
@@ -275,6 +294,9 @@ __device__ __forceinline__ wg_smem wg_smem_of(char *raw) {
 //   Under a mask, where a head's tiles divide the slots evenly (the host's wg_walk_ctas): rounds of W heads,
 //   longest tile first, in snake pairs (wg_tile_at). (A static walk over rounds that do not line up with
 //   the heads cannot balance causal tiles: measured 6-60% slower, PERF.md step 53b.)
+// Whether every Q tile and key block comes by TMA with no length to check (tm.solo; always, in a plain kernel).
+template <class C> __device__ __forceinline__ bool wg_solo(const wg_tma &tm) { return C::PLAIN || tm.solo; }
+
 __host__ __device__ __forceinline__ bool wg_masked(const fc_problem &p) {
     return p.window_left >= 0 || p.window_right >= 0;
 }
@@ -359,7 +381,7 @@ __device__ __forceinline__ bool wg_tile_at(const fc_problem &p, const wg_tma &tm
     }
     t.group = (int)tm.group.d;
     t.bad = 0;
-    t.s = tm.solo ? seqlen_dense(p, t.b) : seqlen_checked(p, t.b, &t.bad);
+    t.s = wg_solo<C>(tm) ? seqlen_dense(p, t.b) : seqlen_checked(p, t.b, &t.bad);
     t.packed_rows = t.s.s_q * t.group;
     if (t.m0 >= t.packed_rows) return false;
     wg_rows_and_blocks<C>(p, tm, t);
@@ -436,7 +458,7 @@ __device__ __forceinline__ void wg_load_q(const fc_problem &p, const fwd_tile &t
 template <class C>
 __device__ __forceinline__ void wg_tma_q(const wg_tma &tm, const fwd_tile &t, char *sq, uint64_t *bar, int tid) {
     if (tid != 0) {
-        if (!tm.solo) mbar_arrive(bar);
+        if (!wg_solo<C>(tm)) mbar_arrive(bar);
         return;
     }
     fence_proxy_async(); // the consumers' rotary may have written this buffer before (generic proxy)
@@ -618,7 +640,7 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
             fence_proxy_async(); // cp.async (generic proxy) may have written this buffer before
             mbar_arrive_expect_tx(&sm.k_full[stage], C::K_BYTES);
             wg_tma_block<C>(tm, &tm.k, t, n, C::DS, rows, k, &sm.k_full[stage]);
-        } else if (!tm.solo) {
+        } else if (!wg_solo<C>(tm)) {
             mbar_arrive(&sm.k_full[stage]);
         }
         uint64_t *v_bar;
@@ -630,7 +652,7 @@ __device__ void wg_produce_blocks(const fc_problem &p, const fwd_tile &t, const 
             if (C::FP8) fence_proxy_async(); // cp.async may have written this land buffer before
             mbar_arrive_expect_tx(v_bar, C::V_BYTES);
             wg_tma_block<C>(tm, &tm.v, t, n, C::DVS, rows, v, v_bar);
-        } else if (!tm.solo) {
+        } else if (!wg_solo<C>(tm)) {
             mbar_arrive(v_bar);
         }
         if constexpr (C::FP8) // the previous block's V, while this one lands
@@ -671,7 +693,7 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
     // solo: thread 0 alone issues every copy (the full barriers count one arrival; wg_produce_solo): the other three
     // warps' walk of the tiles and their arrivals were a tenth of the kernel's instructions at 512 keys (PERF.md step
     // 108), and warp 0's other lanes only followed thread 0's loop.
-    if (tm.solo && tid >= 1) return;
+    if (wg_solo<C>(tm) && tid >= 1) return;
     int steps = wg_steps<C, P>(p, tm);
     for (int k = 0; k < steps; k++) {
         fwd_tile t;
@@ -687,7 +709,7 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
         // Every producer thread is done reading the previous tile's row tables before any writes this
         // tile's (a TMA tile writes a table only for its partial last block, so no per-block barrier
         // stands between the two).
-        if (pos > 0 && !tm.solo) named_bar_sync(1, 128);
+        if (pos > 0 && !wg_solo<C>(tm)) named_bar_sync(1, 128);
         int qb = k % C::QBUF, n = qb ? uses1++ : uses0++;
         if (n > 0) mbar_wait(&sm.q_empty[qb], (n - 1) & 1);
         if (tm.q_kind != WG_TMA_OFF)
@@ -696,7 +718,7 @@ __device__ void wg_produce(const fc_problem &p, fc_split_ws ws, const wg_smem &s
             wg_load_q<C>(p, t, tm.group, sm.q + qb * C::Q_BYTES, tid);
             mbar_cp_async_arrive(&sm.q_full[qb]);
         }
-        if (!C::FP8 && tm.solo) // (FP8 is never solo: its V is transposed by every producer thread)
+        if (!C::FP8 && wg_solo<C>(tm)) // (FP8 is never solo: its V is transposed by every producer thread)
             wg_produce_solo<C>(tm, t, sm, pos);
         else if (tm.kind == WG_TMA_OFF)
             wg_produce_rows<C>(p, t, sm, tid, pos, &bad);
@@ -870,6 +892,8 @@ __device__ __forceinline__ void wg_turns_open(int wg) {
     if (wg == C::CONSUMERS - 1) named_bar_arrive(8, 256);
 }
 __device__ __forceinline__ void wg_turn_wait(int wg) { named_bar_sync(8 + wg, 256); }
+// The turn's wait once the block's two row maxima are in (wg_serial_block: the turn covers the exponentials, not the max)
+__device__ __forceinline__ void wg_turn_wait_after(int wg, const float *mx) { named_bar_sync_after(8 + wg, 256, mx[0], mx[1]); }
 template <class C>
 __device__ __forceinline__ void wg_turn_pass(int wg) { named_bar_arrive(8 + (wg + 1) % C::CONSUMERS, 256); }
 __device__ __forceinline__ void wg_turns_close(int wg) {
@@ -994,7 +1018,7 @@ __device__ __forceinline__ void wg_serial_block(const score_consts &sc, const fw
     int live = mask ? wg_scores<C, true, PLAIN>(sc, t.n_hi - 1 - it, w) : wg_scores<C, false, PLAIN>(sc, t.n_hi - 1 - it, w);
 #pragma unroll
     for (int k = 0; k < 2; k++) mx[k] = softmax_max<C::BN / 8, C::LAZY>(w.st[k], w.s[0], k, mul, live);
-    wg_turn_wait(wg); // (ptxas may move a few exponentials above it: tests/sass_overlap.py)
+    wg_turn_wait_after(wg, mx); // (ptxas may move a few exponentials above it: tests/sass_overlap.py)
 #pragma unroll
     for (int k = 0; k < 2; k++)
         rescale[k] = softmax_exp<C::BN / 8, PLAIN && wg_skip_dead<C>()>(w.st[k], w.s[0], k, mx[k], mul, live);
@@ -1018,7 +1042,7 @@ __device__ __forceinline__ void wg_serial_block(const score_consts &sc, const fw
 // A kernel parameter alone, on purpose: with a condition that depends on the thread (this warpgroup's rows
 // in the sequence), ptxas moved the block loops' ring and descriptor arithmetic off the uniform datapath
 // (d 128: 608 -> 628 instructions a block, masked 824 -> 1006; PERF.md step 58).
-__device__ __forceinline__ bool wg_o_by_tma(const wg_tma &tm) { return tm.o_kind != WG_TMA_OFF; }
+template <class C> __device__ __forceinline__ bool wg_o_by_tma(const wg_tma &tm) { return C::PLAIN || tm.o_kind != WG_TMA_OFF; }
 
 // The rows' final sums (w.inv: their inverses) and LSE (stored), which need only the softmax state: issued after
 // the last PV for the epilogue by TMA store, which is then left with O (d 96 / 128 / 256 512-1k +1-4%, the d 128
@@ -1054,7 +1078,7 @@ template <class C>
 __device__ __forceinline__ void wg_last(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, const wg_smem &sm,
                                         uint64_t *q_empty, int g, int uses, bool first, wg_regs<C> &w) {
     int last = g % C::STAGES, wg = wg_index();
-    bool o_tma = wg_o_by_tma(tm), keep_q = o_tma && !C::O_STAGE, v_keep = C::O_STAGE && o_tma && wg == 1;
+    bool o_tma = wg_o_by_tma<C>(tm), keep_q = o_tma && !C::O_STAGE, v_keep = C::O_STAGE && o_tma && wg == 1;
     if (!keep_q) wg_release(q_empty);
     if (C::O_STAGE && (!o_tma || wg == 1)) wg_release(&sm.k_empty[last]); // (warpgroup 0's goes back after its O)
     if (C::O_STAGE && o_tma && wg == 1) named_bar_arrive(WG_BAR_K_FREE, 256);
@@ -1150,7 +1174,7 @@ __device__ __forceinline__ void wg_blocks(const fc_problem &p, const score_const
     u.n_hi = t.n_hi - skip;
     if constexpr (C::SERIAL) {
         wg_run_serial<C, PLAIN>(sc, u, sm, sq, pos + skip, r_lo, r_hi, w);
-        bool o_tma = wg_o_by_tma(tm);
+        bool o_tma = wg_o_by_tma<C>(tm);
         if (!o_tma) wg_release(q_empty); // (else the epilogue stores O through Q's buffer: wg_store_tma gives it back)
         if (wg_finish_early<C>() && o_tma) wg_finish_rows<C>(p, t, tm, w);
     } else {
@@ -1227,8 +1251,8 @@ __device__ __forceinline__ wg_tile_state wg_tile_setup(const fc_problem &p, cons
         int pm = min(max(t.m0 + slot_row<C>(k), 0), t.packed_rows - 1), r = (int)div_of(pm, tm.group);
         int h = t.hk * t.group + pm - r * t.group;
         w.rs[k].r = r;
-        w.rs[k].slope = p.alibi ? p.alibi[t.b * p.alibi_sb + h * p.alibi_sh] * FC_LOG2E : 0.0f;
-        bool sink = p.sinks && t.split == 0;
+        w.rs[k].slope = !C::PLAIN && p.alibi ? p.alibi[t.b * p.alibi_sb + h * p.alibi_sh] * FC_LOG2E : 0.0f;
+        bool sink = !C::PLAIN && p.sinks && t.split == 0;
         w.st[k] = softmax_init(sink, sink ? p.sinks[h * p.sinks_sh] * FC_LOG2E : 0.0f);
     }
     ts.out_scale = 1.0f; // (O is not zeroed: the tile's first PV overwrites it, wg_pv; a tile of no blocks zeroes it, wg_tile_epilogue)
@@ -1244,7 +1268,7 @@ __device__ __forceinline__ const char *wg_tile_q(const fc_problem &p, const fwd_
     int b = k % C::QBUF, g = wg_index();
     char *q = sm.q + b * C::Q_BYTES;
     mbar_wait(&sm.q_full[b], uses & 1);
-    if (!C::FP8 && p.rotary_cos) { // (FP8 q: no rotary, fwd.cu)
+    if (!C::FP8 && !C::PLAIN && p.rotary_cos) { // (FP8 q: no rotary, fwd.cu)
         wg_rotate_q<C>(p, t, q, g);
         fence_proxy_async();
         named_bar_sync(2 + g, 128);
@@ -1259,7 +1283,7 @@ __device__ __forceinline__ void wg_tile_blocks(const fc_problem &p, const fwd_ti
                                                const wg_tile_state &ts, const char *sq, int k, int uses, int pos,
                                                wg_regs<C> &w) {
     uint64_t *q_empty = &sm.q_empty[k % C::QBUF];
-    if (plain_scores<C::FP8>(p, ts.sc))
+    if (C::PLAIN || plain_scores<C::FP8>(p, ts.sc))
         wg_blocks<C, true>(p, ts.sc, t, sm, tm, sq, q_empty, pos, uses, ts.skip, ts.r_lo, ts.r_hi, w);
     else
         wg_blocks<C, false>(p, ts.sc, t, sm, tm, sq, q_empty, pos, uses, ts.skip, ts.r_lo, ts.r_hi, w);
@@ -1271,7 +1295,7 @@ template <class C>
 __device__ __forceinline__ void wg_tile_epilogue(const fc_problem &p, const fwd_tile &t, fc_split_ws ws, const wg_smem &sm,
                                                  const wg_tma &tm, const wg_tile_state &ts, int k, int uses, int pos,
                                                  wg_regs<C> &w, uint64_t *&stored) {
-    if (!C::FP8 && t.n_hi > t.n_lo && wg_o_by_tma(tm)) {
+    if (!C::FP8 && (C::PLAIN || (t.n_hi > t.n_lo && wg_o_by_tma<C>(tm)))) { // (a plain call's tiles all have blocks)
         int last = (pos + t.n_hi - t.n_lo - 1) % C::STAGES;
         wg_store_tma<C>(p, t, tm, w, sm, sm.q + k % C::QBUF * C::Q_BYTES, &sm.q_empty[k % C::QBUF], last, uses, stored);
     } else {
@@ -1294,7 +1318,7 @@ __device__ __forceinline__ void wg_consume(const fc_problem &p, fc_split_ws ws, 
     // The masked solo walk: the two positions' geometry once (wg_geom_at), each tile then only its head (d 64-192:
     // at d 256, whose O alone takes 128 registers a thread, the six fields pushed the block loops' ring and descriptor
     // arithmetic onto the vector datapath, 216-222 R2UR, -3..-4% at 512 keys: PERF.md step 180)
-    bool parity_walk = P && C::DV < 256 && wg_masked(p) && tm.solo;
+    bool parity_walk = P && C::DV < 256 && wg_masked(p) && wg_solo<C>(tm);
     wg_geom even = {}, odd = {};
     if (parity_walk) {
         even = wg_geom_at<C>(p, tm, blockIdx.x);
@@ -1328,9 +1352,9 @@ __global__ void __launch_bounds__(C::THREADS, 1) fwd_wgmma_kernel(const __grid_c
     // of slack: ptxas knows every tile's base is aligned (block loops 10-13 instructions shorter at d 64 / 128)
     extern __shared__ __align__(1024) char wg_smem_raw[];
     wg_smem sm = wg_smem_of<C>(wg_smem_raw);
-    sm.fence = !(C::SERIAL && tm.solo); // (wg_acquire)
+    sm.fence = !(C::SERIAL && wg_solo<C>(tm)); // (wg_acquire)
     if (threadIdx.x == 0) {
-        int producers = tm.solo ? 1 : 128; // arrivals on a full barrier (wg_produce)
+        int producers = wg_solo<C>(tm) ? 1 : 128; // arrivals on a full barrier (wg_produce)
         for (int b = 0; b < C::QBUF; b++) {
             mbar_init(&sm.q_full[b], producers);
             mbar_init(&sm.q_empty[b], 4 * C::CONSUMERS);
