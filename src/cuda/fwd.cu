@@ -69,7 +69,7 @@ static fc_status dispatch(const fc_problem *p, fc_split_ws ws, cudaStream_t stre
 // fit on an SM by shared memory and threads; the decode kernels' (mma.sync) by the fill of their waves.
 int fc_cuda_plan_splits(const fc_problem *p) {
     if (p->seqused_q) return 1; // the merge would read the partials of rows past seqused_q, which no tile writes
-    cfg_info c = {16, 64, 64 * 1024, 32, 1, false, 0, 0, 16, 1};
+    cfg_info c = {16, 64, 64 * 1024, 32, 1, false, 0, 0, 16, 1, 0, false};
     fc_split_ws none = {1, NULL, NULL};
     if (dispatch(p, none, 0, &c) != FC_OK) return 1;
     int n_blocks = (p->s_k + c.bn - 1) / c.bn / c.kw; // blocks per key warp at one split
@@ -79,24 +79,26 @@ int fc_cuda_plan_splits(const fc_problem *p) {
 }
 
 fc_status fc_cuda_fwd_supported(const fc_problem *p) {
-    cfg_info c;
+    cfg_info c = {};
     fc_split_ws none = {1, NULL, NULL};
     return dispatch(p, none, 0, &c);
 }
 
 fc_status fc_cuda_describe(const fc_problem *p, char *buf, size_t n) {
-    cfg_info c;
+    cfg_info c = {};
     fc_split_ws none = {1, NULL, NULL};
+    int splits = fc_cuda_plan_splits(p);
+    c.plain_splits = splits < 1 ? 1 : splits;
     fc_status st = dispatch(p, none, 0, &c);
     if (st != FC_OK) return st;
-    int splits = fc_cuda_plan_splits(p);
     const char *app = p->k_new.data && p->s_new > 0 ? "append, then " : "";
     int64_t m_tiles = ((int64_t)p->s_q * (p->h_q / p->h_k) + c.tile_rows - 1) / c.tile_rows;
     bool persistent = c.wg && wg_walk_ctas(p, m_tiles, 0, splits, // (whether it walks; its CTAs need no skip_bm)
                                             (int64_t)sm_count() * ctas_per_sm(c.smem, c.threads)) > 0;
     if (c.wg)
-        snprintf(buf, n, "cuda: %swgmma prefill (kernel d %d / d_v %d%s): %d-row tiles %s, %d-key "
-                 "blocks, %d Q buffer%s; %d split%s", app, c.d, c.dv, p->q_dtype != p->dtype ? ", e4m3 tiles" : "", c.tile_rows,
+        snprintf(buf, n, "cuda: %swgmma prefill (kernel d %d / d_v %d%s%s): %d-row tiles %s, %d-key "
+                 "blocks, %d Q buffer%s; %d split%s", app, c.d, c.dv, p->q_dtype != p->dtype ? ", e4m3 tiles" : "",
+                 persistent && c.plain ? ", plain calls' kernel" : "", c.tile_rows,
                  persistent ? "walked by persistent CTAs" : "four or two per CTA", c.bn, c.qbuf, c.qbuf == 1 ? "" : "s", splits,
                  splits == 1 ? "" : "s + merge");
     else

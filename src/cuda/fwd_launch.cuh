@@ -177,6 +177,8 @@ struct cfg_info {
     int rows, bn, smem, threads, kw; // kw: key warps, each taking a part of a split's blocks
     bool wg;                         // the wgmma kernel (else fwd_kernel's mma.sync)
     int d, dv, tile_rows, qbuf;      // the kernel's head dims, rows per tile, Q buffers (wgmma)
+    int plain_splits;                // in: where > 0, plain is filled in for that many splits (fc_cuda_describe)
+    bool plain;                      // out: the plain-call kernel (wg_plain) runs p, if the walk is persistent
 };
 
 // Q buffers of a config (wg_cfg's; fwd_kernel has one).
@@ -338,11 +340,25 @@ static inline void wg_walk_divisors(wg_tma *tm, const fc_problem *p, int64_t m_t
     tm->w = fastdiv_of((unsigned)w);
 }
 
+// Whether config C's plain kernel runs p at that many splits (wg_plain_call; false where C has none).
+template <class C, class = void> struct has_plain {
+    static constexpr bool value = false;
+};
+template <class C> struct has_plain<C, decltype(void(C::HAS_PLAIN))> {
+    static constexpr bool value = C::HAS_PLAIN;
+};
+template <class C> static bool plain_kernel_runs(const fc_problem *p, int splits) {
+    if constexpr (has_plain<C>::value) return wg_plain_call<C>(p, wg_tma_of<C>(p, splits));
+    return false;
+}
+
 template <class C>
 static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
     if (info) {
+        int plain_splits = info->plain_splits;
         *info = cfg_info{C::BM, C::BN, C::SMEM_BYTES, C::THREADS, pipe_of<C>::kw, is_wg<C>::value, C::D, C::DV,
-                         C::BM * live_halves<C>::n / 2, qbuf_of<C>::n}; // tile rows: 8 on LO8's 16-row MMA tiles
+                         C::BM * live_halves<C>::n / 2, qbuf_of<C>::n, 0, false}; // tile rows: 8 on LO8's 16-row MMA tiles
+        info->plain = plain_splits > 0 && plain_kernel_runs<C>(p, plain_splits);
         return FC_OK;
     }
     int group = p->h_q / p->h_k;
