@@ -17,7 +17,9 @@ of N = BN), three quarters of the BN / 2 exponentials at least must come after t
 turn's pass (the next BAR.ARV): ptxas moves register code across both barriers at will, since it sees no register of
 them; a handful outside is its usual schedule, most of them below the pass runs the warpgroups' exponentials side by
 side and cost 16% (docs/PERF.md step 172), most above the sync likewise (step 176). With a softcap, whose tanh ptxas
-lays out in branches elsewhere, only the turn is checked.
+lays out in branches elsewhere, only the turn is checked. And no shuffle (SHFL.BFLY: the row max's, the only ones
+in a block) may come inside the turn: a barrier hoisted into the max put its shuffles' latency on every warpgroup's
+turn (d 64 2k -7.6%, docs/PERF.md step 193).
 
 usage: python3 tests/sass_overlap.py [LIB]   (default build/libflashc.so)
 Exit: 0 all passed, 1 a kernel failed, 2 nothing checked (no cuobjdump, or no wgmma kernel in LIB).
@@ -74,14 +76,15 @@ def check_serial(body, bn):
     """(sites, fewest MUFU.EX2 between the turn's BAR.SYNC and its pass, BAR.ARV) over a serial kernel's waits for an
     S. A site whose scores take a softcap (tanh: MUFU.RCP beside its MUFU.EX2, branchy code that ptxas lays out apart)
     must have the turn; its exponentials are not counted. A wait with no exponential before the next wgmma is not a
-    softmax's (ptxas puts one before the epilogue's first use of O). Also returns the sites' addresses (for block_loop_r2ur)."""
-    sites, fewest, last_n, where = 0, None, None, []
+    softmax's (ptxas puts one before the epilogue's first use of O). Also returns the sites' addresses (for block_loop_r2ur)
+    and the most SHFL.BFLY inside a turn."""
+    sites, fewest, last_n, where, shuffles = 0, None, None, [], 0
     for i, line in enumerate(body):
         m = re.search(r"[HQ]GMMA\.64x(\d+)x(16|32)\S* R\d+, gdesc", line)  # S: A and B from shared memory
         if re.search(r"[HQ]GMMA\.", line):
             last_n = int(m.group(1)) if m else None  # (P V: A from registers)
         if re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x0", line) and last_n == bn:
-            n, turn, passed, tanh, exps = 0, False, False, False, 0
+            n, turn, passed, tanh, exps, shfl = 0, False, False, False, 0, 0
             for nxt in body[i + 1:]:
                 if "WARPGROUP.ARRIVE" in nxt or "WARPGROUP.DEPBAR" in nxt:
                     break
@@ -90,13 +93,15 @@ def check_serial(body, bn):
                 tanh = tanh or "MUFU.RCP" in nxt
                 n += turn and not passed and "MUFU.EX2" in nxt
                 exps += "MUFU.EX2" in nxt
+                shfl += turn and not passed and "SHFL.BFLY" in nxt
             if exps == 0:
                 continue
             n = n if not tanh else (bn // 2 if turn else 0)
             sites += 1
             fewest = n if fewest is None else min(fewest, n)
+            shuffles = max(shuffles, shfl)
             where.append(line)
-    return sites, fewest, where
+    return sites, fewest, where, shuffles
 
 
 def block_loop_r2ur(body, wait=r"DEPBAR.LE gsb0, 0x1", only=None):
@@ -145,7 +150,7 @@ def main():
         want = bn // 2 if bn else 1
         # Serial (wg_serial_block): no exponentials between a first and a second wait, or none at all, while its waits for
         # an S have them after the turn (an overlapped kernel's waits for S are followed by its GEMMs' issue, not a turn)
-        ssites, sfewest, swhere = check_serial(body, bn) if bn else (0, None, [])
+        ssites, sfewest, swhere, sshfl = check_serial(body, bn) if bn else (0, None, [], 0)
         paths = 1 if "wg_plain" in name else 2 # score paths: a plain kernel (fwd_wgmma.cuh wg_plain) has one
         serial = bn is not None and (sites == 0 or (fewest == 0 and ssites >= paths and sfewest >= bn * 3 // 8))
         if serial:  # (ptxas moves a few exponentials across the turn's barriers, whose registers it does not see: 3/4)
@@ -156,8 +161,9 @@ def main():
         # kernel (fwd_wgmma.cuh wg_plain) has the plain path alone: three. (A serial kernel in one block loop a score
         # path, the mask a branch inside it: two, or one.)
         ok = sites >= (paths if serial else 3 * paths) and fewest is not None and fewest >= want and r2ur == 0
-        what = ("serial: %d waits for S, fewest exponentials in the turn" if serial else
-                "%d first waits, fewest exponentials before the second") % sites
+        ok = ok and not (serial and sshfl)
+        what = ("serial: %d waits for S, shuffles in a turn %d (want 0), fewest exponentials in the turn" % (sites, sshfl)
+                if serial else "%d first waits, fewest exponentials before the second" % sites)
         print("%s %s: %s %s (want >= %d, BN %s); R2UR in the block loops %d (want 0)"
               % ("ok  " if ok else "FAIL", name, what, fewest, want, bn, r2ur))
         passed += ok

@@ -884,6 +884,8 @@ __device__ __forceinline__ void wg_turns_open(int wg) {
     if (wg == C::CONSUMERS - 1) named_bar_arrive(8, 256);
 }
 __device__ __forceinline__ void wg_turn_wait(int wg) { named_bar_sync(8 + wg, 256); }
+// The turn's wait once the block's two row maxima are in (wg_serial_block: the turn covers the exponentials, not the max)
+__device__ __forceinline__ void wg_turn_wait_after(int wg, const float *mx) { named_bar_sync_after(8 + wg, 256, mx[0], mx[1]); }
 template <class C>
 __device__ __forceinline__ void wg_turn_pass(int wg) { named_bar_arrive(8 + (wg + 1) % C::CONSUMERS, 256); }
 __device__ __forceinline__ void wg_turns_close(int wg) {
@@ -1008,7 +1010,7 @@ __device__ __forceinline__ void wg_serial_block(const score_consts &sc, const fw
     int live = mask ? wg_scores<C, true, PLAIN>(sc, t.n_hi - 1 - it, w) : wg_scores<C, false, PLAIN>(sc, t.n_hi - 1 - it, w);
 #pragma unroll
     for (int k = 0; k < 2; k++) mx[k] = softmax_max<C::BN / 8, C::LAZY>(w.st[k], w.s[0], k, mul, live);
-    wg_turn_wait(wg); // (ptxas may move a few exponentials above it: tests/sass_overlap.py)
+    wg_turn_wait_after(wg, mx); // (ptxas may move a few exponentials above it: tests/sass_overlap.py)
 #pragma unroll
     for (int k = 0; k < 2; k++)
         rescale[k] = softmax_exp<C::BN / 8, PLAIN && wg_skip_dead<C>()>(w.st[k], w.s[0], k, mx[k], mul, live);

@@ -66,6 +66,15 @@ template <int R> __device__ __forceinline__ void setmaxnreg_dec() { asm volatile
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// named_bar_sync once a and b are computed: the barrier's id is a select on a predicate that reads them (a, b <= +inf
+// or unordered: true for every float, NaN included) between the id and lane 0's copy of it, which ptxas cannot tell
+// apart, so it cannot hoist the barrier above the instructions that make a and b (it did, into half a row max, and
+// the turns' waits grew 4x: PERF.md step 193). A predicated barrier cost a branch and an R2UR a block.
+__device__ __forceinline__ void named_bar_sync_after(int id, int threads, float a, float b) {
+    asm volatile("{\n .reg .pred p;\n .reg .b32 alt, r;\n shfl.sync.idx.b32 alt, %0, 0, 0x1f, 0xffffffff;\n"
+                 " setp.leu.f32 p, %2, 0f7F800000;\n setp.leu.and.f32 p, %3, 0f7F800000, p;\n selp.b32 r, %0, alt, p;\n"
+                 " bar.sync r, %1;\n}\n" ::"r"(id), "r"(threads), "f"(a), "f"(b) : "memory");
+}
 __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
