@@ -258,10 +258,10 @@ static fc_status resident_per_sm(K kernel, int bytes, int *n) {
 // Whether the plain kernel (fwd_wgmma.cuh wg_plain) runs p: Q, K, V dense by TMA with no length to check (solo), O by
 // TMA, plain scores (no softcap, a positive scale), no ALiBi, sinks or rotary, bf16 / fp16, and a key block in every
 // tile (keys, no left window, and a right one, causal, only where every row sees key 0), as every call of the
-// prefill table is.
+// prefill table is; and short: up to 1k keys, where the tiles' edges (the fetch stalls it is for) weigh (PERF.md step 193).
 template <class C>
 static inline bool wg_plain_call(const fc_problem *p, const wg_tma &tm) {
-    if (C::FP8 || !tm.solo || tm.o_kind != WG_TMA_DENSE) return false;
+    if (!C::HAS_PLAIN || !tm.solo || tm.o_kind != WG_TMA_DENSE || p->s_k > 1024) return false;
     if (p->alibi || p->sinks || p->rotary_cos || p->softcap > 0.0f || !(p->scale > 0.0f)) return false;
     return p->s_k > 0 && p->window_left < 0 && (p->window_right < 0 || p->s_q <= p->s_k);
 }
@@ -366,7 +366,7 @@ static fc_status launch(const fc_problem *p, fc_split_ws ws, cudaStream_t stream
         // at 512-2k keys: the next call's CTAs are resident when a grid ends; PERF.md step 96).
         if (ctas > 0) { // a grid of at most as many CTAs as fit at once, walking the units (wg_tile_at)
             void (*kernel)(const fc_problem, fc_split_ws, const wg_tma) = fwd_wgmma_kernel<C, true>;
-            if constexpr (!C::FP8)
+            if constexpr (C::HAS_PLAIN)
                 if (wg_plain_call<C>(p, tm)) { // (the same shared memory and threads, so the same CTAs an SM)
                     kernel = fwd_wgmma_kernel<wg_plain<C>, true>;
                     if ((st = allow_smem<wg_plain<C>, 1>(kernel, C::SMEM_BYTES)) != FC_OK) return st;
