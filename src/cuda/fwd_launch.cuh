@@ -261,9 +261,10 @@ static fc_status resident_per_sm(K kernel, int bytes, int *n) {
 // TMA, plain scores (no softcap, a positive scale), no ALiBi, sinks or rotary, bf16 / fp16, and a key block in every
 // tile (keys, no left window, and a right one, causal, only where every row sees key 0), as every call of the
 // prefill table is; and short: up to 1k keys, where the tiles' edges (the fetch stalls it is for) weigh (PERF.md step 193).
+// (Only for a C with C::HAS_PLAIN: its callers ask that first.)
 template <class C>
 static inline bool wg_plain_call(const fc_problem *p, const wg_tma &tm) {
-    if (!C::HAS_PLAIN || !tm.solo || tm.o_kind != WG_TMA_DENSE || p->s_k > 1024) return false;
+    if (!tm.solo || tm.o_kind != WG_TMA_DENSE || p->s_k > 1024) return false;
     if (p->alibi || p->sinks || p->rotary_cos || p->softcap > 0.0f || !(p->scale > 0.0f)) return false;
     return p->s_k > 0 && p->window_left < 0 && (p->window_right < 0 || p->s_q <= p->s_k);
 }
@@ -341,14 +342,9 @@ static inline void wg_walk_divisors(wg_tma *tm, const fc_problem *p, int64_t m_t
 }
 
 // Whether config C's plain kernel runs p at that many splits (wg_plain_call; false where C has none).
-template <class C, class = void> struct has_plain {
-    static constexpr bool value = false;
-};
-template <class C> struct has_plain<C, decltype(void(C::HAS_PLAIN))> {
-    static constexpr bool value = C::HAS_PLAIN;
-};
 template <class C> static bool plain_kernel_runs(const fc_problem *p, int splits) {
-    if constexpr (has_plain<C>::value) return wg_plain_call<C>(p, wg_tma_of<C>(p, splits));
+    if constexpr (is_wg<C>::value)
+        if constexpr (C::HAS_PLAIN) return wg_plain_call<C>(p, wg_tma_of<C>(p, splits));
     return false;
 }
 
