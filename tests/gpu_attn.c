@@ -640,9 +640,14 @@ static void sweep_plain(group *g) {
         cfg a = c;
         if (i % 2) a.alibi = 1; else a.softcap = 2.0f;
         plain_case(g, &a, 0);
-        cfg l = c;
+        cfg l = c; /* past 1k keys: the plain kernel on d 96 at every length, on d 256 to 8k (wg_shape's PLAIN_KEYS) */
         l.b = 1, l.s_q = 256, l.s_k = 2048;
-        plain_case(g, &l, 0);
+        plain_case(g, &l, c.d_v == 96 || c.d_v == 256);
+        if (i == 1 || i == 4) {
+            cfg x = c;
+            x.b = 1, x.h_q = x.h_k = 2, x.s_q = 128, x.s_k = 8320;
+            plain_case(g, &x, c.d == 96);
+        }
     }
 }
 

@@ -260,11 +260,12 @@ static fc_status resident_per_sm(K kernel, int bytes, int *n) {
 // Whether the plain kernel (fwd_wgmma.cuh wg_plain) runs p: Q, K, V dense by TMA with no length to check (solo), O by
 // TMA, plain scores (no softcap, a positive scale), no ALiBi, sinks or rotary, bf16 / fp16, and a key block in every
 // tile (keys, no left window, and a right one, causal, only where every row sees key 0), as every call of the
-// prefill table is; and short: up to 1k keys, where the tiles' edges (the fetch stalls it is for) weigh (PERF.md step 193).
+// prefill table is; and no longer than the config's PLAIN_KEYS (1k by default, where the tiles' edges, the fetch stalls
+// it is for, weigh; every length on d 96, 8k on d 256: PERF.md steps 193, 194).
 // (Only for a C with C::HAS_PLAIN: its callers ask that first.)
 template <class C>
 static inline bool wg_plain_call(const fc_problem *p, const wg_tma &tm) {
-    if (!tm.solo || tm.o_kind != WG_TMA_DENSE || p->s_k > 1024) return false;
+    if (!tm.solo || tm.o_kind != WG_TMA_DENSE || p->s_k > C::PLAIN_KEYS) return false;
     if (p->alibi || p->sinks || p->rotary_cos || p->softcap > 0.0f || !(p->scale > 0.0f)) return false;
     return p->s_k > 0 && p->window_left < 0 && (p->window_right < 0 || p->s_q <= p->s_k);
 }

@@ -66,13 +66,14 @@ template <int D, int DV, bool FP8 = false, int V = 0> struct wg_shape {
 // and O (64) at 240, the producer at 24 runs only the one-thread TMA walk (wg_produce_solo) at speed
 template <> struct wg_shape<128, 128, false, 1> {
     static constexpr int BN = 176, QBUF = 1;      // 32 KB Q + 2 x (44 + 44) KB K/V
-    static constexpr bool LAZY = true, O_TMA = true, PLAIN_KERNEL = false; // (past 4k keys only: wg_plain)
+    static constexpr bool LAZY = true, O_TMA = true;
+    static constexpr int PLAIN_KEYS = 0;          // (past 4k keys only; 8k -3.8 / +2.4% on it: wg_plain)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 24, CONSUMER_REGS = 240;
 };
 template <> struct wg_shape<64, 64> {
     static constexpr int BN = 128, QBUF = 2, STAGES = 3; // 2 x 24 KB Q + 3 x (16 + 16) KB K/V (3 stages: +5%, step 102)
     static constexpr bool LAZY = true, O_TMA = true, LATE_FINISH = true; // (LAZY: +1.4%, step 94)
-    static constexpr bool PLAIN_KERNEL = false;   // (past 2k keys only: wg_plain)
+    static constexpr int PLAIN_KEYS = 0;          // (past 2k keys only: wg_plain)
     static constexpr int CONSUMERS = 3, PRODUCER_REGS = 32, CONSUMER_REGS = 160;
 };
 template <> struct wg_shape<64, 64, false, 1> { // masked, up to 1k keys: partial 192-row tiles lose (step 78)
@@ -84,7 +85,8 @@ template <> struct wg_shape<64, 64, false, 1> { // masked, up to 1k keys: partia
 // masked, 1k-2k keys: the three warpgroups' shape in the serial order (causal 2k +1.8%, 4k -0.1%, 512 / 1k -10 / -12%:
 // PERF.md steps 172, 173)
 template <> struct wg_shape<64, 64, false, 2> : wg_shape<64, 64> {
-    static constexpr bool LAZY = false, SERIAL = true, PLAIN_KERNEL = true;
+    static constexpr bool LAZY = false, SERIAL = true;
+    static constexpr int PLAIN_KEYS = 1024;
 };
 template <> struct wg_shape<128, 128, true> {  // 192-key blocks: a third fewer softmax rounds a key than 128
     static constexpr int BN = 192, QBUF = 2;      // 2 x 16 KB Q + 2 x (24 + 32) KB K/Vt + 2 x 24 KB V landing
@@ -114,11 +116,13 @@ template <> struct wg_shape<256, 256, true> {  // 128-key blocks (FlashAttention
 template <> struct wg_shape<96, 96> {
     static constexpr int BN = 128, QBUF = 2;      // d 128's tiles (its 128-byte rows, features 96-127 never read)
     static constexpr bool LAZY = true, O_TMA = true;
+    static constexpr int PLAIN_KEYS = 1 << 30;    // every length: 2k-16k +0.6..+4.0% (PERF.md step 194)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<192, 128> {
     static constexpr int BN = 128, QBUF = 1;      // 48 KB Q + 2 x (48 + 32) KB K/V
-    static constexpr bool LAZY = true, O_TMA = true, PLAIN_KERNEL = false; // (512 / 1k -0.9 / -2.0% on it: wg_plain)
+    static constexpr bool LAZY = true, O_TMA = true;
+    static constexpr int PLAIN_KEYS = 0;          // (512 / 1k -0.9 / -2.0% on it: wg_plain)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<192, 192> {
@@ -134,6 +138,7 @@ template <> struct wg_shape<192, 192, false, 1> { // paged K/V of 64-key multipl
 template <> struct wg_shape<256, 256> {
     static constexpr int BN = 80, QBUF = 1;       // 64 KB Q + 2 x (40 + 40) KB K/V (FlashAttention-3's 128 x 80)
     static constexpr bool LAZY = true, O_TMA = true;
+    static constexpr int PLAIN_KEYS = 8192;       // 2k-8k +0.8..+1.3% on average, 16k -0.4% (PERF.md step 194)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<256, 256, false, 1> { // paged K/V (TMA pages: 64-key blocks) and short sequences
@@ -150,9 +155,10 @@ template <class S> constexpr auto wg_stages(int) -> decltype(S::STAGES) { return
 template <class S> constexpr int wg_stages(long) { return 2; }
 template <class S> constexpr auto wg_serial_of(int) -> decltype(S::SERIAL) { return S::SERIAL; }
 template <class S> constexpr bool wg_serial_of(long) { return false; }
-// PLAIN_KERNEL: whether the shape has a kernel for plain calls (wg_plain), true where it does not say
-template <class S> constexpr auto wg_plain_kernel_of(int) -> decltype(S::PLAIN_KERNEL) { return S::PLAIN_KERNEL; }
-template <class S> constexpr bool wg_plain_kernel_of(long) { return true; }
+// PLAIN_KEYS: the most keys of a call that the shape's kernel for plain calls runs (wg_plain; 0: it has none), 1k
+// where it does not say
+template <class S> constexpr auto wg_plain_keys_of(int) -> decltype(S::PLAIN_KEYS) { return S::PLAIN_KEYS; }
+template <class S> constexpr int wg_plain_keys_of(long) { return 1024; }
 
 // T: the output's type (and the inputs' unless E says otherwise); E: the type of Q, K and V as they sit in
 // shared memory (T, or e4m3 for the FP8 prefill: FP8). Sizes below count E's bytes: a 16-byte chunk holds
@@ -218,8 +224,11 @@ struct wg_cfg {
     static_assert(CONSUMERS == 2 || CONSUMERS == 3, "consumer warpgroups: named barriers 2 + g (epilogue), 5-7 (O_STAGE), 8 + g (turns)");
     static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536 / THREADS / 8 * 8 * THREADS,
                   "setmaxnreg.inc waits forever for registers the CTA does not have");
-    // A kernel for plain calls only (wg_plain): set by that wrapper, false here; HAS_PLAIN, whether C has one.
-    static constexpr bool PLAIN = false, HAS_PLAIN = !FP8 && wg_plain_kernel_of<shape>(0);
+    // A kernel for plain calls only (wg_plain): set by that wrapper, false here; PLAIN_KEYS, the most keys of a call it
+    // runs (wg_plain_call), and HAS_PLAIN, whether C has one.
+    static constexpr bool PLAIN = false;
+    static constexpr int PLAIN_KEYS = FP8 ? 0 : wg_plain_keys_of<shape>(0);
+    static constexpr bool HAS_PLAIN = PLAIN_KEYS > 0;
 };
 
 // Config C's kernel for plain calls (the host's wg_plain_call: dense Q / K / V by TMA with no length to check, O by TMA,
@@ -227,10 +236,11 @@ struct wg_cfg {
 // scores, the row-table and cp.async producers, rotary, ALiBi, sinks, the store from registers) compiled out, so that
 // the code a tile runs is only what such calls need. Where the tiles are short their edges stalled on instruction
 // fetch six to seven times as long as cuDNN's kernel (ncu no_instruction 0.61 against 0.08 at d 128 512; PERF.md step 190):
-// 512 / 1k +0.6..+5.1%. Only there (the host's wg_plain_call: up to 1k keys): on longer tiles the block loops set the
-// time, and ptxas schedules the same loop code differently in the two kernels, the plain one's up to 5% slower at
-// 8k-16k (d 192, d 64); the shapes used only past 1k keys, and d 192v128's (-0.9 / -2.0% at 512 / 1k), have none
-// (wg_shape's PLAIN_KERNEL; PERF.md step 193).
+// 512 / 1k +0.6..+5.1%. On longer tiles the block loops set the time, and ptxas schedules the same loop code
+// differently in the two kernels: the plain one is faster at every length on d 96, to 8k on d 256's 80-key blocks, up
+// to 5% slower past 1k on d 192 and d 64 (PERF.md steps 193, 194). So each shape says up to how many keys its plain
+// kernel runs (wg_shape's PLAIN_KEYS, 1k by default; the host's wg_plain_call), and the shapes used only past 1k keys
+// and d 192v128's (-0.9 / -2.0% at 512 / 1k) have none.
 template <class C> struct wg_plain : C {
     static constexpr bool PLAIN = true;
 };
