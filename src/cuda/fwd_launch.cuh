@@ -461,8 +461,8 @@ template <int D, int DV> static inline bool wg_second_config(const fc_problem *p
 // the second; causal 2k +1.8%, 4k level: PERF.md step 173) and non-causal ones up to 2k (512 +2.2%, 1k +0.6%: step
 // 174; 2k -0.8% then, +1.6% since they skip a warpgroup without rows: step 186).
 template <int D, int DV>
-static constexpr bool wg_has_third_config = D == 64 && DV == 64;
-static inline bool wg_third_config(const fc_problem *p) { return p->s_k <= 2048; }
+static constexpr bool wg_has_third_config = (D == 64 && DV == 64) || (D == 128 && DV == 128);
+template <int D> static inline bool wg_third_config(const fc_problem *p) { return p->s_k <= (D == 128 ? 1024 : 2048); }
 
 template <typename T, int D, int DV>
 static fc_status launch_dims(const fc_problem *p, fc_split_ws ws, cudaStream_t stream, cfg_info *info) {
@@ -470,7 +470,7 @@ static fc_status launch_dims(const fc_problem *p, fc_split_ws ws, cudaStream_t s
     if constexpr (wg_has_second_config<D, DV>)
         if (wg_second_config<D, DV>(p)) return launch<wg_cfg<T, D, DV, T, 1>>(p, ws, stream, info);
     if constexpr (wg_has_third_config<D, DV>)
-        if (wg_third_config(p)) return launch<wg_cfg<T, D, DV, T, 2>>(p, ws, stream, info);
+        if (wg_third_config<D>(p)) return launch<wg_cfg<T, D, DV, T, 2>>(p, ws, stream, info);
     return launch<typename prefill_cfg<T, D, DV>::type>(p, ws, stream, info);
 }
 

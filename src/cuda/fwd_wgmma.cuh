@@ -88,6 +88,11 @@ template <> struct wg_shape<64, 64, false, 2> : wg_shape<64, 64> {
     static constexpr bool LAZY = false, SERIAL = true;
     static constexpr int PLAIN_KEYS = 1024;
 };
+template <> struct wg_shape<128, 128, false, 2> { // EXPERIMENT: short calls on 64-key blocks (tiles' edges halved)
+    static constexpr int BN = 64, QBUF = 2, STAGES = 3; // 2 x 32 KB Q + 3 x (16 + 16) KB K/V
+    static constexpr bool LAZY = true, O_TMA = true;
+    static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
+};
 template <> struct wg_shape<128, 128, true> {  // 192-key blocks: a third fewer softmax rounds a key than 128
     static constexpr int BN = 192, QBUF = 2;      // 2 x 16 KB Q + 2 x (24 + 32) KB K/Vt + 2 x 24 KB V landing
     static constexpr bool LAZY = true, O_TMA = false;
