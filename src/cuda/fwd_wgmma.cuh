@@ -58,7 +58,7 @@
 // the room: +5% non-causal 512-4k, their block is short against a K/V load's latency; PERF.md step 102).
 template <int D, int DV, bool FP8 = false, int V = 0> struct wg_shape {
     static constexpr int BN = 128, QBUF = 2;      // d 128: 32 + 2 x 64 KB
-    static constexpr bool LAZY = D >= 128, O_TMA = true;
+    static constexpr bool LAZY = D >= 128, O_TMA = true, Q_REGS = true; // (Q_REGS: PERF.md step 196)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216; // the producer spills at 56
 };
 // d 128's long non-causal dense calls: FlashAttention-3's 128 x 176 (a third fewer softmax rounds a key than 128), one
@@ -115,7 +115,7 @@ template <> struct wg_shape<256, 256, true> {  // 128-key blocks (FlashAttention
 };
 template <> struct wg_shape<96, 96> {
     static constexpr int BN = 128, QBUF = 2;      // d 128's tiles (its 128-byte rows, features 96-127 never read)
-    static constexpr bool LAZY = true, O_TMA = true;
+    static constexpr bool LAZY = true, O_TMA = true, Q_REGS = true; // (Q_REGS: PERF.md step 196)
     static constexpr int PLAIN_KEYS = 1 << 30;    // every length: 2k-16k +0.6..+4.0% (PERF.md step 194)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
@@ -153,6 +153,8 @@ template <class S> constexpr auto wg_late_finish(int) -> decltype(S::LATE_FINISH
 template <class S> constexpr bool wg_late_finish(long) { return false; }
 template <class S> constexpr auto wg_stages(int) -> decltype(S::STAGES) { return S::STAGES; }
 template <class S> constexpr int wg_stages(long) { return 2; }
+template <class S> constexpr auto wg_q_regs_of(int) -> decltype(S::Q_REGS) { return S::Q_REGS; }
+template <class S> constexpr bool wg_q_regs_of(long) { return false; }
 template <class S> constexpr auto wg_serial_of(int) -> decltype(S::SERIAL) { return S::SERIAL; }
 template <class S> constexpr bool wg_serial_of(long) { return false; }
 // PLAIN_KEYS: the most keys of a call that the shape's kernel for plain calls runs (wg_plain; 0: it has none), 1k
@@ -180,6 +182,12 @@ struct wg_cfg {
     static constexpr bool O_TMA = shape::O_TMA;                      // the epilogue may store by TMA (wg_store_tma)
     static constexpr bool LATE_FINISH = wg_late_finish<shape>(0);    // the rows' sums in the epilogue (wg_finish_rows)
     static constexpr bool SERIAL = wg_serial_of<shape>(0);           // each block's S, softmax, PV in turn (wg_serial_block)
+    // S's A operand (Q) from registers, loaded once a tile (wg_load_qa), not from shared memory every block (K's
+    // descriptor alone a k-step; a fifth fewer shared-memory reads a block): in the plain kernel only (wg_plain), whose
+    // one-thread producer leaves the consumers the registers; where a shape says Q_REGS (d 96, d 128's 128-key blocks:
+    // 512-4k +0.3..+2.9%, PERF.md step 196; at d 192 / 256 Q takes 48 / 64 registers)
+    static constexpr bool Q_REGS = false, Q_REGS_PLAIN = !FP8 && !SERIAL && wg_q_regs_of<shape>(0);
+    static constexpr int QK_STEPS = D * EB / 32;                     // S's k-steps (of 32 bytes)
     // O by TMA store through the tile's last K/V stage, not its Q buffer (wg_store_tma): with one Q buffer, the next
     // tile's Q then loads under the last PV and the epilogue instead of after the store has read O (PERF.md step 103).
     static constexpr bool O_STAGE = QBUF == 1 && CONSUMERS == 2 && !FP8;
@@ -241,8 +249,11 @@ struct wg_cfg {
 // to 5% slower past 1k on d 192 and d 64 (PERF.md steps 193, 194). So each shape says up to how many keys its plain
 // kernel runs (wg_shape's PLAIN_KEYS, 1k by default; the host's wg_plain_call), and the shapes used only past 1k keys
 // and d 192v128's (-0.9 / -2.0% at 512 / 1k) have none.
+// With Q_REGS its producer takes 40 registers and the consumers 232 (at 24 / 240 the producer's walk spilled, at the
+// consumers' 216 ptxas serialised the wgmmas for want of registers).
 template <class C> struct wg_plain : C {
-    static constexpr bool PLAIN = true;
+    static constexpr bool PLAIN = true, Q_REGS = C::Q_REGS_PLAIN;
+    static constexpr int PRODUCER_REGS = Q_REGS ? 40 : C::PRODUCER_REGS, CONSUMER_REGS = Q_REGS ? 232 : C::CONSUMER_REGS;
 };
 
 // TMA descriptors of K and V (built on the host, fwd_launch.cuh), in boxes of 64 features x 1 head x box_rows keys
@@ -754,12 +765,25 @@ __device__ void wg_rotate_q(const fc_problem &p, const fwd_tile &t, char *sq, in
 
 // Issue S = Q(warpgroup's 64 rows at sq) K(block at sk)^T: D x EB / 32 k-steps (of 32 bytes), one commit group.
 template <class C>
-__device__ __forceinline__ void wg_qk(const char *sq, const char *sk, float *s) {
+__device__ __forceinline__ void wg_qk(const char *sq, const uint32_t (*qa)[4], const char *sk, float *s) {
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < C::D * C::EB / 32; kk++) // k-steps of 32 bytes
-        wgmma_ss<typename C::E, C::BN, 0>(s, wgmma_desc_k(sq, C::BM, kk), wgmma_desc_k(sk, C::BN, kk), kk > 0);
+    for (int kk = 0; kk < C::QK_STEPS; kk++) // k-steps of 32 bytes
+        if constexpr (C::Q_REGS)
+            wgmma_rs<typename C::E, C::BN, 0>(s, qa[kk], wgmma_desc_k(sk, C::BN, kk), kk > 0);
+        else
+            wgmma_ss<typename C::E, C::BN, 0>(s, wgmma_desc_k(sq, C::BM, kk), wgmma_desc_k(sk, C::BN, kk), kk > 0);
     wgmma_commit();
+}
+
+// Q_REGS: the warpgroup's 64 rows of Q (at sq, in the tile's swizzled layout) as the A fragments of S's k-steps:
+// ldmatrix x4, lane l addressing row l % 16 of the warp's 16 at chunk 2 kk + l / 16 (matrices: rows 0-7 / 8-15 of
+// the k-step's low eight features, then of its high eight: mma.sync's m16n8k16 A fragment, tile/wgmma.cuh).
+template <class C>
+__device__ __forceinline__ void wg_load_qa(const char *sq, uint32_t (*qa)[4]) {
+    int lane = threadIdx.x % 32, row = (threadIdx.x / 32) % 4 * 16 + lane % 16;
+#pragma unroll
+    for (int kk = 0; kk < C::QK_STEPS; kk++) ldmatrix_x4(qa[kk], sq + sw128_offset(row, 2 * kk + lane / 16, C::BM));
 }
 
 // Issue O += P V(block at sv), or O = P V for the tile's first PV (first: its first k-step does not accumulate, so O
@@ -817,6 +841,7 @@ struct wg_regs {
     float s[1][C::BN / 8][4];
     uint32_t pa[C::BN / C::PK][4];
     float o[1][C::DV / 8][4];
+    uint32_t qa[C::Q_REGS ? C::QK_STEPS : 1][4]; // Q_REGS: the warpgroup's Q as S's A fragments
     row_scores rs[2];
     row_softmax st[2];
     float inv[2]; // 1 / the rows' sums, for the epilogue by TMA store (wg_finish_rows)
@@ -929,9 +954,10 @@ __device__ __forceinline__ void wg_first(const score_consts &sc, const fwd_tile 
                                          int pos, int it, wg_regs<C> &w) {
     int g = pos + it, cur = g % C::STAGES, wg = threadIdx.x / 128;
     float rescale[2];
+    if constexpr (C::Q_REGS) wg_load_qa<C>(sq, w.qa);
     wg_acquire(sm, &sm.k_full[cur], (g / C::STAGES) & 1);
     wg_turn_wait(wg);
-    wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
+    wg_qk<C>(sq, w.qa, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
     wg_turn_pass<C>(wg);
     wgmma_wait<0>();
     wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
@@ -985,7 +1011,7 @@ __device__ __forceinline__ void wg_step(const score_consts &sc, const fwd_tile &
     wg_acquire(sm, &sm.k_full[cur], (g / C::STAGES) & 1);
     wg_acquire(sm, &sm.v_full[prev], ((g - 1) / C::STAGES) & 1);
     wg_turn_wait(wg);
-    wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
+    wg_qk<C>(sq, w.qa, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
     wg_pv<C>(w.pa, sm.stages + prev * C::STAGE_BYTES + C::K_BYTES, &w.o[0][0][0], it == 1);
     wg_turn_pass<C>(wg);
     wgmma_wait<1>(); // S(it) is in; PV(it - 1) may still run
@@ -1005,7 +1031,7 @@ template <class C>
 __device__ __forceinline__ void wg_serial_s(const wg_smem &sm, const char *sq, int g, wg_regs<C> &w) {
     int cur = g % C::STAGES;
     wg_acquire(sm, &sm.k_full[cur], (g / C::STAGES) & 1);
-    wg_qk<C>(sq, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
+    wg_qk<C>(sq, w.qa, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
 }
 
 // SERIAL (cuDNN's order, which its kernel for d 64's short causal calls runs): each block's S, softmax and PV one after
