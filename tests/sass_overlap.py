@@ -80,10 +80,10 @@ def check_serial(body, bn):
     and the most SHFL.BFLY inside a turn."""
     sites, fewest, last_n, where, shuffles = 0, None, None, [], 0
     for i, line in enumerate(body):
-        m = re.search(r"[HQ]GMMA\.64x(\d+)x(16|32)\S* R\d+, gdesc", line)  # S: A and B from shared memory (a serial kernel never
-        # takes Q from registers: fwd_wgmma.cuh wg_cfg Q_REGS)
+        # S: A from shared memory, or (Q_REGS) from registers with B K-major; P V: A from registers, B (V) MN-major
+        m = re.search(r"[HQ]GMMA\.64x(\d+)x(16|32)\S* R\d+, (R\d+, )?gdesc\[UR\d+\](?!\.tnspB)", line)
         if re.search(r"[HQ]GMMA\.", line):
-            last_n = int(m.group(1)) if m else None  # (P V: A from registers)
+            last_n = int(m.group(1)) if m else None
         if re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x0", line) and last_n == bn:
             n, turn, passed, tanh, exps, shfl = 0, False, False, False, 0, 0
             for nxt in body[i + 1:]:

@@ -79,7 +79,7 @@ template <> struct wg_shape<64, 64> {
 template <> struct wg_shape<64, 64, false, 1> { // masked, up to 1k keys: partial 192-row tiles lose (step 78)
     static constexpr int BN = 128, QBUF = 2;      // 2 x 16 KB Q + 2 x (16 + 16) KB K/V (3 stages: no gain, step 102)
     static constexpr bool LAZY = false, O_TMA = true, LATE_FINISH = true; // (LAZY: causal 1k -2.9%, step 94)
-    static constexpr bool SERIAL = true;          // (wg_serial_block; PERF.md step 152)
+    static constexpr bool SERIAL = true, Q_REGS = true; // (wg_serial_block; PERF.md step 152) EXPERIMENT
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 // masked, 1k-2k keys: the three warpgroups' shape in the serial order (causal 2k +1.8%, 4k -0.1%, 512 / 1k -10 / -12%:
@@ -186,7 +186,7 @@ struct wg_cfg {
     // descriptor alone a k-step; a fifth fewer shared-memory reads a block): in the plain kernel only (wg_plain), whose
     // one-thread producer leaves the consumers the registers; where a shape says Q_REGS (d 96, d 128's 128-key blocks:
     // 512-4k +0.3..+2.9%, PERF.md step 196; at d 192 / 256 Q takes 48 / 64 registers)
-    static constexpr bool Q_REGS = false, Q_REGS_PLAIN = !FP8 && !SERIAL && wg_q_regs_of<shape>(0);
+    static constexpr bool Q_REGS = false, Q_REGS_PLAIN = !FP8 && CONSUMERS == 2 && wg_q_regs_of<shape>(0);
     static constexpr int QK_STEPS = D * EB / 32;                     // S's k-steps (of 32 bytes)
     // O by TMA store through the tile's last K/V stage, not its Q buffer (wg_store_tma): with one Q buffer, the next
     // tile's Q then loads under the last PV and the epilogue instead of after the store has read O (PERF.md step 103).
@@ -1190,6 +1190,7 @@ __device__ __forceinline__ void wg_run_blocks(const score_consts &sc, const fwd_
 template <class C, bool PLAIN>
 __device__ __forceinline__ void wg_run_serial(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq,
                                               int pos, int r_lo, int r_hi, wg_regs<C> &w) {
+    if constexpr (C::Q_REGS) wg_load_qa<C>(sq, w.qa);
     wg_serial_s<C>(sm, sq, pos, w); // (each block issues the next one's S behind its PV)
 #pragma unroll 1
     for (int it = 0; it < t.n_hi - t.n_lo; it++) {
