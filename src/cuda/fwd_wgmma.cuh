@@ -59,6 +59,7 @@
 template <int D, int DV, bool FP8 = false, int V = 0> struct wg_shape {
     static constexpr int BN = 128, QBUF = 2;      // d 128: 32 + 2 x 64 KB
     static constexpr bool LAZY = D >= 128, O_TMA = true, Q_REGS = true; // (Q_REGS: PERF.md step 196)
+    static constexpr int PLAIN_KEYS = 1 << 30;    // EXPERIMENT (PERF.md step 198)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216; // the producer spills at 56
 };
 // d 128's long non-causal dense calls: FlashAttention-3's 128 x 176 (a third fewer softmax rounds a key than 128), one
