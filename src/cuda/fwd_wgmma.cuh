@@ -1179,8 +1179,10 @@ __device__ __forceinline__ void wg_run_blocks(const score_consts &sc, const fwd_
     int it = 1;
 #pragma unroll 1
     for (; it < n_blocks && masked(it); it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);
+    // (the plain kernel has no left window, wg_plain_call: below the first unmasked block every block is unmasked, so its
+    // loop runs on without block_needs_mask's dozen uniform instructions a block)
 #pragma unroll 1
-    for (; it < n_blocks && !masked(it); it++) wg_step<C, false, PLAIN>(sc, t, sm, sq, pos, it, w);
+    for (; it < n_blocks && (C::PLAIN || !masked(it)); it++) wg_step<C, false, PLAIN>(sc, t, sm, sq, pos, it, w);
 #pragma unroll 1
     for (; it < n_blocks; it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);
 }
@@ -1190,10 +1192,14 @@ __device__ __forceinline__ void wg_run_blocks(const score_consts &sc, const fwd_
 template <class C, bool PLAIN>
 __device__ __forceinline__ void wg_run_serial(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq,
                                               int pos, int r_lo, int r_hi, wg_regs<C> &w) {
+    auto masked = [&](int it) { return block_needs_mask(sc, r_lo, r_hi, (t.n_hi - 1 - it) * C::BN, C::BN); };
+    int n_masked = 0; // the plain kernel (no left window): its masked blocks are the first ones (as wg_run_blocks)
+    if constexpr (C::PLAIN)
+        while (n_masked < t.n_hi - t.n_lo && masked(n_masked)) n_masked++;
     wg_serial_s<C>(sm, sq, pos, w); // (each block issues the next one's S behind its PV)
 #pragma unroll 1
     for (int it = 0; it < t.n_hi - t.n_lo; it++) {
-        bool mask = block_needs_mask(sc, r_lo, r_hi, (t.n_hi - 1 - it) * C::BN, C::BN);
+        bool mask = C::PLAIN ? it < n_masked : masked(it);
         wg_serial_block<C, PLAIN>(sc, t, sm, sq, pos, it, mask, w);
     }
 }
