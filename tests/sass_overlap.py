@@ -80,8 +80,8 @@ def check_serial(body, bn):
     and the most SHFL.BFLY inside a turn."""
     sites, fewest, last_n, where, shuffles = 0, None, None, [], 0
     for i, line in enumerate(body):
-        m = re.search(r"[HQ]GMMA\.64x(\d+)x(16|32)\S* R\d+, gdesc", line)  # S: A and B from shared memory (a serial kernel never
-        # takes Q from registers: fwd_wgmma.cuh wg_cfg Q_REGS)
+        # S: A and B from shared memory (a serial kernel never takes Q from registers: fwd_wgmma.cuh wg_cfg Q_REGS)
+        m = re.search(r"[HQ]GMMA\.64x(\d+)x(16|32)\S* R\d+, gdesc", line)
         if re.search(r"[HQ]GMMA\.", line):
             last_n = int(m.group(1)) if m else None  # (P V: A from registers)
         if re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x0", line) and last_n == bn:

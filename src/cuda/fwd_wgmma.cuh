@@ -162,6 +162,11 @@ template <class S> constexpr bool wg_serial_of(long) { return false; }
 template <class S> constexpr auto wg_plain_keys_of(int) -> decltype(S::PLAIN_KEYS) { return S::PLAIN_KEYS; }
 template <class S> constexpr int wg_plain_keys_of(long) { return 1024; }
 
+// Whether a CTA of one producer and `consumers` consumer warpgroups has the registers their setmaxnreg split asks.
+constexpr bool wg_regs_fit(int consumers, int producer_regs, int consumer_regs) {
+    return 128 * producer_regs + 128 * consumers * consumer_regs <= 65536 / (128 * (consumers + 1)) / 8 * 8 * (128 * (consumers + 1));
+}
+
 // T: the output's type (and the inputs' unless E says otherwise); E: the type of Q, K and V as they sit in
 // shared memory (T, or e4m3 for the FP8 prefill: FP8). Sizes below count E's bytes: a 16-byte chunk holds
 // 16 / EB elements, a 128-byte swizzle atom FA, a wgmma k-step 32 bytes of k (PK keys of P·V).
@@ -230,8 +235,7 @@ struct wg_cfg {
                   "O_STAGE: a warpgroup's O fits the K (warpgroup 0) and the V (warpgroup 1) part of a stage");
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one CTA");
     static_assert(CONSUMERS == 2 || CONSUMERS == 3, "consumer warpgroups: named barriers 2 + g (epilogue), 5-7 (O_STAGE), 8 + g (turns)");
-    static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536 / THREADS / 8 * 8 * THREADS,
-                  "setmaxnreg.inc waits forever for registers the CTA does not have");
+    static_assert(wg_regs_fit(CONSUMERS, PRODUCER_REGS, CONSUMER_REGS), "setmaxnreg.inc waits forever for registers the CTA does not have");
     // A kernel for plain calls only (wg_plain): set by that wrapper, false here; PLAIN_KEYS, the most keys of a call it
     // runs (wg_plain_call), and HAS_PLAIN, whether C has one.
     static constexpr bool PLAIN = false;
@@ -254,6 +258,7 @@ struct wg_cfg {
 template <class C> struct wg_plain : C {
     static constexpr bool PLAIN = true, Q_REGS = C::Q_REGS_PLAIN;
     static constexpr int PRODUCER_REGS = Q_REGS ? 40 : C::PRODUCER_REGS, CONSUMER_REGS = Q_REGS ? 232 : C::CONSUMER_REGS;
+    static_assert(wg_regs_fit(C::CONSUMERS, PRODUCER_REGS, CONSUMER_REGS), "setmaxnreg.inc waits forever for registers the CTA does not have");
 };
 
 // TMA descriptors of K and V (built on the host, fwd_launch.cuh), in boxes of 64 features x 1 head x box_rows keys
