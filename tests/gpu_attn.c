@@ -605,7 +605,7 @@ static void sweep_walks(group *g) {
 }
 
 /* The plain calls' kernel (fwd_wgmma.cuh wg_plain): dense, no ALiBi / sinks / softcap, up to the shape's PLAIN_KEYS
- * (1k; d 96 every length, d 256 8k), it runs, and fc_attn_describe says so; with ALiBi, a softcap or more keys the
+ * (1k; d 96 and d 128's 128-key blocks every length, d 256 8k), it runs, and fc_attn_describe says so; with ALiBi, a softcap or more keys the
  * general kernel runs and the plan does not say it; d 192v128 has none. One split (more store O from registers: the general kernel). Every case is also checked
  * against the CPU and the oracle as any other (run_case). */
 static void plain_case(group *g, const cfg *c, int want) {
@@ -640,13 +640,14 @@ static void sweep_plain(group *g) {
         cfg a = c;
         if (i % 2) a.alibi = 1; else a.softcap = 2.0f;
         plain_case(g, &a, 0);
-        cfg l = c; /* past 1k keys: the plain kernel on d 96 at every length, on d 256 to 8k (wg_shape's PLAIN_KEYS) */
+        cfg l = c; /* past 1k keys: the plain kernel on d 96 and d 128 at every length, on d 256 to 8k (wg_shape's
+                    * PLAIN_KEYS), but not on d 128's non-causal calls past 4k (176-key blocks: wg_second_config) */
         l.b = 1, l.s_q = 256, l.s_k = 2048;
-        plain_case(g, &l, c.d == 96 || c.d == 256);
-        if (i == 1 || i == 4) {
+        plain_case(g, &l, c.d == 96 || c.d == 128 || c.d == 256);
+        if (i == 1 || i == 2 || i == 4 || i == 8) { /* d 96 causal, d 128 causal and not, d 256 not */
             cfg x = c;
             x.b = 1, x.h_q = x.h_k = 2, x.s_q = 128, x.s_k = 8320;
-            plain_case(g, &x, c.d == 96);
+            plain_case(g, &x, c.d == 96 || (c.d == 128 && c.causal));
         }
     }
 }

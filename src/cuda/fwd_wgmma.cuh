@@ -59,6 +59,7 @@
 template <int D, int DV, bool FP8 = false, int V = 0> struct wg_shape {
     static constexpr int BN = 128, QBUF = 2;      // d 128: 32 + 2 x 64 KB
     static constexpr bool LAZY = D >= 128, O_TMA = true, Q_REGS = true; // (Q_REGS: PERF.md step 196)
+    static constexpr int PLAIN_KEYS = 1 << 30;    // d 128's masked calls and non-causal ones to 4k (2k-8k +0.7..+4.0%, step 198)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216; // the producer spills at 56
 };
 // d 128's long non-causal dense calls: FlashAttention-3's 128 x 176 (a third fewer softmax rounds a key than 128), one
@@ -249,7 +250,7 @@ struct wg_cfg {
 // the code a tile runs is only what such calls need. Where the tiles are short their edges stalled on instruction
 // fetch six to seven times as long as cuDNN's kernel (ncu no_instruction 0.61 against 0.08 at d 128 512; PERF.md step 190):
 // 512 / 1k +0.6..+5.1%. On longer tiles the block loops set the time, and ptxas schedules the same loop code
-// differently in the two kernels: the plain one is faster at every length on d 96, to 8k on d 256's 80-key blocks, up
+// differently in the two kernels: the plain one is faster at every length on d 96 and on d 128's 128-key blocks (step 198), to 8k on d 256's 80-key blocks, up
 // to 5% slower past 1k on d 192 and d 64 (PERF.md steps 193, 194). So each shape says up to how many keys its plain
 // kernel runs (wg_shape's PLAIN_KEYS, 1k by default; the host's wg_plain_call), and the shapes used only past 1k keys
 // and d 192v128's (-0.9 / -2.0% at 512 / 1k) have none.
@@ -1184,8 +1185,10 @@ __device__ __forceinline__ void wg_run_blocks(const score_consts &sc, const fwd_
     int it = 1;
 #pragma unroll 1
     for (; it < n_blocks && masked(it); it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);
+    // (the plain kernel has no left window, wg_plain_call: past the first unmasked block every block is unmasked, so its
+    // loop runs on without block_needs_mask's dozen uniform instructions a block; PERF.md step 199)
 #pragma unroll 1
-    for (; it < n_blocks && !masked(it); it++) wg_step<C, false, PLAIN>(sc, t, sm, sq, pos, it, w);
+    for (; it < n_blocks && (C::PLAIN || !masked(it)); it++) wg_step<C, false, PLAIN>(sc, t, sm, sq, pos, it, w);
 #pragma unroll 1
     for (; it < n_blocks; it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);
 }
