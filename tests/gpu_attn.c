@@ -608,7 +608,7 @@ static void sweep_walks(group *g) {
  * (1k; d 96 and d 128's 128-key blocks every length, d 256 8k), it runs, and fc_attn_describe says so; with ALiBi, a softcap or more keys the
  * general kernel runs and the plan does not say it; d 192v128 has none. One split (more store O from registers: the general kernel). Every case is also checked
  * against the CPU and the oracle as any other (run_case). */
-static void plain_case(group *g, const cfg *c, int want) {
+static void plan_case(group *g, const cfg *c, const char *what, int want) {
     run_case(g, c);
     if (g_fake || (g_quick && !quick_keeps(g, c))) return;
     char desc[240], plan[320] = "";
@@ -618,12 +618,14 @@ static void plain_case(group *g, const cfg *c, int want) {
     fc_attn_args d = mirror(&P);
     d.num_splits = c->splits[0];
     fc_status st = fc_attn_describe(&d, plan, sizeof plan);
-    int named = strstr(plan, "plain calls' kernel") != NULL;
-    int ok = tu_check(st == FC_OK && named == want, "%s [%s]: plan \"%s\" (%s), the plain kernel %s", g->name, desc,
-                      plan, fc_status_string(st), want ? "expected" : "not expected");
+    int named = strstr(plan, what) != NULL;
+    int ok = tu_check(st == FC_OK && named == want, "%s [%s]: plan \"%s\" (%s), \"%s\" %s", g->name, desc, plan,
+                      fc_status_string(st), what, want ? "expected" : "not expected");
     group_note(g, ok, 0, desc);
     prob_release(&P);
 }
+
+static void plain_case(group *g, const cfg *c, int want) { plan_case(g, c, "plain calls' kernel", want); }
 
 static void sweep_plain(group *g) {
     for (int i = 0; i < 12; i++) {
@@ -641,13 +643,20 @@ static void sweep_plain(group *g) {
         if (i % 2) a.alibi = 1; else a.softcap = 2.0f;
         plain_case(g, &a, 0);
         cfg l = c; /* past 1k keys: the plain kernel on d 96 and d 128 at every length, on d 256 to 8k (wg_shape's
-                    * PLAIN_KEYS), but not on d 128's non-causal calls past 4k (176-key blocks: wg_second_config) */
+                    * PLAIN_KEYS) */
         l.b = 1, l.s_q = 256, l.s_k = 2048;
         plain_case(g, &l, c.d == 96 || c.d == 128 || c.d == 256);
         if (i == 1 || i == 2 || i == 4 || i == 8) { /* d 96 causal, d 128 causal and not, d 256 not */
             cfg x = c;
             x.b = 1, x.h_q = x.h_k = 2, x.s_q = 128, x.s_k = 8320;
-            plain_case(g, &x, c.d == 96 || (c.d == 128 && c.causal));
+            plain_case(g, &x, c.d == 96 || c.d == 128);
+            /* d 128's non-causal calls past 4k keys that the plain kernel does not take: 176-key blocks
+             * (wg_second_config); plain ones and masked ones not */
+            if (c.d == 128) {
+                plan_case(g, &x, "176-key blocks", 0);
+                x.softcap = 2.0f;
+                plan_case(g, &x, "176-key blocks", !c.causal);
+            }
         }
     }
 }

@@ -261,12 +261,15 @@ static fc_status resident_per_sm(K kernel, int bytes, int *n) {
 // TMA, plain scores (no softcap, a positive scale), no ALiBi, sinks or rotary, bf16 / fp16, and a key block in every
 // tile (keys, no left window, and a right one, causal, only where every row sees key 0), as every call of the
 // prefill table is; and no longer than the config's PLAIN_KEYS (1k by default, where the tiles' edges, the fetch stalls
-// it is for, weigh; every length on d 96, 8k on d 256: PERF.md steps 193, 194).
+// it is for, weigh; every length on d 96 and d 128, 8k on d 256: PERF.md steps 193, 194, 198).
 // (Only for a C with C::HAS_PLAIN: its callers ask that first.)
+// Whether p's scores are plain: no ALiBi, sinks, rotary or softcap, a positive scale (what the plain kernel computes).
+static inline bool wg_plain_scores(const fc_problem *p) {
+    return !(p->alibi || p->sinks || p->rotary_cos || p->softcap > 0.0f || !(p->scale > 0.0f));
+}
 template <class C>
 static inline bool wg_plain_call(const fc_problem *p, const wg_tma &tm) {
-    if (!tm.solo || tm.o_kind != WG_TMA_DENSE || p->s_k > C::PLAIN_KEYS) return false;
-    if (p->alibi || p->sinks || p->rotary_cos || p->softcap > 0.0f || !(p->scale > 0.0f)) return false;
+    if (!tm.solo || tm.o_kind != WG_TMA_DENSE || p->s_k > C::PLAIN_KEYS || !wg_plain_scores(p)) return false;
     return p->s_k > 0 && p->window_left < 0 && (p->window_right < 0 || p->s_q <= p->s_k);
 }
 
@@ -439,7 +442,7 @@ static fc_status launch_decode(const fc_problem *p, fc_split_ws ws, cudaStream_t
 // by cp.async measured 1.8x slower) and short sequences (512 = 6.4 blocks of 80; -3% at 512, causal 1k -3%:
 // PERF.md steps 77, 104). d 64, two consumer warpgroups (128-row tiles): masked calls of up to 1k keys, whose
 // partial 192-row tiles lost 4-7% to them (PERF.md steps 69, 78). d 128, 176-key blocks: non-causal dense calls past
-// 4k keys (step 181).
+// 4k keys whose scores are not plain (step 181; plain ones take the 128-key plain kernel, step 201).
 template <int D, int DV>
 static constexpr bool wg_has_second_config =
     (D == 256 && DV == 256) || (D == 64 && DV == 64) || (D == 192 && DV == 192) || (D == 128 && DV == 128);
@@ -450,11 +453,12 @@ template <int D, int DV> static inline bool wg_second_config(const fc_problem *p
     // d 192: 64-key blocks where pages are multiples of 64 keys (TMA, where 112-key blocks take cp.async) and for
     // masked calls up to 512 keys (4.6 blocks of 112: causal 512 0.93x cuDNN on them, the table's d 192 miss)
     if (D == 192) return (p->kv_layout == FC_KV_PAGED && p->page_size % 64 == 0) || (wg_masked(*p) && p->s_k <= 512);
-    // d 128: 176-key blocks for non-causal dense calls past 4k keys (8k / 16k +2.0 / +1.9%; 2k -1.1%, 4k level: a
-    // partial last block and one Q buffer, PERF.md step 181; the producer's 24 registers suit only its one-thread TMA
-    // walk, wg_tma's solo)
+    // d 128: 176-key blocks for non-causal dense calls past 4k keys (8k / 16k +2.0 / +1.9% over the 128-key general
+    // kernel; 2k -1.1%, 4k level: a partial last block and one Q buffer, PERF.md step 181; the producer's 24 registers
+    // suit only its one-thread TMA walk, wg_tma's solo), but for plain scores, where the 128-key plain kernel leads
+    // (8k / 16k +9.7 / +2.6%, step 201)
     if (D == 128)
-        return !wg_masked(*p) && p->s_k > 4096 && p->kv_layout == FC_KV_DENSE && wg_plain_lengths(p);
+        return !wg_masked(*p) && p->s_k > 4096 && p->kv_layout == FC_KV_DENSE && wg_plain_lengths(p) && !wg_plain_scores(p);
     return wg_masked(*p) && p->s_k <= 1024; // d 64
 }
 // The third (wg_shape V = 2), d 64 only: three serial warpgroups for masked calls of 1k-2k keys (those up to 1k take

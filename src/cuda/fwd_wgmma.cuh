@@ -33,7 +33,8 @@
 // d 192 / d_v 128 and d 256 have room for one Q buffer only. d 64 has a second config too (V = 1): two
 // consumer warpgroups, for masked calls of up to 1k keys; and d 192: 64-key blocks (from 112) for paged K/V of
 // 64-key multiples, which 112-key blocks read by cp.async, and for masked calls of up to 512 keys; and d 128:
-// FlashAttention-3's 176-key blocks for long non-causal dense calls (PERF.md step 181).
+// FlashAttention-3's 176-key blocks for long non-causal dense calls with ALiBi, sinks, softcap or rotary (PERF.md
+// steps 181, 201).
 // LAZY: FlashAttention-4's lazy rescale (softmax_update): measured +4-5% at d 128 and 256 (2k-16k), -2% at
 // d 64, where the block's few FMULs of O cost less than the vote that skips them (docs/PERF.md step 49).
 // O_TMA: the epilogue by TMA store through Q's buffer where the host allows it (wg_store_tma): +5-9% at 512
@@ -59,16 +60,18 @@
 template <int D, int DV, bool FP8 = false, int V = 0> struct wg_shape {
     static constexpr int BN = 128, QBUF = 2;      // d 128: 32 + 2 x 64 KB
     static constexpr bool LAZY = D >= 128, O_TMA = true, Q_REGS = true; // (Q_REGS: PERF.md step 196)
-    static constexpr int PLAIN_KEYS = 1 << 30;    // d 128's masked calls and non-causal ones to 4k (2k-8k +0.7..+4.0%, step 198)
+    static constexpr int PLAIN_KEYS = 1 << 30;    // d 128 every length (2k-4k +1.1..+4.0%, 8k / 16k +9.7 / +2.6%: steps 198, 201)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216; // the producer spills at 56
 };
-// d 128's long non-causal dense calls: FlashAttention-3's 128 x 176 (a third fewer softmax rounds a key than 128), one
-// Q buffer (two do not fit beside 88 KB stages), and FlashAttention-3's register split: the consumers hold S (88), P (44)
-// and O (64) at 240, the producer at 24 runs only the one-thread TMA walk (wg_produce_solo) at speed
+// d 128's long non-causal dense calls that the plain kernel does not take (ALiBi, sinks, softcap, rotary; on plain ones
+// the 128-key plain kernel leads, 8k / 16k +9.7 / +2.6%, PERF.md step 201): FlashAttention-3's 128 x 176 (a third
+// fewer softmax rounds a key than 128), one Q buffer (two do not fit beside 88 KB stages), and FlashAttention-3's
+// register split: the consumers hold S (88), P (44) and O (64) at 240, the producer at 24 runs only the one-thread TMA
+// walk (wg_produce_solo) at speed
 template <> struct wg_shape<128, 128, false, 1> {
     static constexpr int BN = 176, QBUF = 1;      // 32 KB Q + 2 x (44 + 44) KB K/V
     static constexpr bool LAZY = true, O_TMA = true;
-    static constexpr int PLAIN_KEYS = 0;          // (past 4k keys only; 8k -3.8 / +2.4% on it: wg_plain)
+    static constexpr int PLAIN_KEYS = 0;          // (it runs no plain calls)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 24, CONSUMER_REGS = 240;
 };
 template <> struct wg_shape<64, 64> {
