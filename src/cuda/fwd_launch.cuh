@@ -454,7 +454,7 @@ template <int D, int DV> static inline bool wg_second_config(const fc_problem *p
     // partial last block and one Q buffer, PERF.md step 181; the producer's 24 registers suit only its one-thread TMA
     // walk, wg_tma's solo)
     if (D == 128)
-        return !wg_masked(*p) && p->s_k > 4096 && p->kv_layout == FC_KV_DENSE && wg_plain_lengths(p);
+        return false; // EXPERIMENT (PERF.md step 201): the 128-key plain kernel at every length
     return wg_masked(*p) && p->s_k <= 1024; // d 64
 }
 // The third (wg_shape V = 2), d 64 only: three serial warpgroups for masked calls of 1k-2k keys (those up to 1k take
