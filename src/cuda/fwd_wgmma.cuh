@@ -4,7 +4,8 @@
 // 64 CONSUMERS packed query rows of (sequence b, KV head hk) against the key blocks of one split.
 // Warpgroups 0 .. CONSUMERS - 1 compute; warpgroup g owns tile rows [64 g, 64 g + 64), its warp w rows
 // [16 w, 16 w + 16) (fwd_kernel's MT = 1 layout, so its softmax and epilogue apply):
-//   S(64 x BN) = Q K^T       wgmma, A = Q and B = K from shared memory (K-major)
+//   S(64 x BN) = Q K^T       wgmma, B = K from shared memory (K-major), A = Q from there too, or from registers
+//                            (the plain kernels of Q_REGS shapes: wg_load_qa)
 //   online softmax on S      registers; P rounded to T is wgmma's A-register fragment
 //   O(64 x DV) += P V        wgmma, A = P from registers, B = V from shared memory (MN-major)
 // with block i's S issued before block i - 1's PV, so one GEMM runs while the softmax waits on the other.
