@@ -605,9 +605,10 @@ static void sweep_walks(group *g) {
 }
 
 /* The plain calls' kernel (fwd_wgmma.cuh wg_plain): dense, no ALiBi / sinks / softcap, up to the shape's PLAIN_KEYS
- * (1k; d 96 and d 128's 128-key blocks every length, d 256 8k), it runs, and fc_attn_describe says so; with ALiBi, a softcap or more keys the
- * general kernel runs and the plan does not say it; d 192v128 has none. One split (more store O from registers: the general kernel). Every case is also checked
- * against the CPU and the oracle as any other (run_case). */
+ * (1k; d 96 and d 128's 128-key blocks every length, d 256 8k), it runs, and fc_attn_describe says so; with ALiBi, a
+ * softcap or more keys the general kernel runs and the plan does not say it; d 192v128 has none. One split (more
+ * store O from registers: the general kernel). Every case is also checked against the CPU and the oracle as any
+ * other (run_case). plan_case: whether the plan names `what` (a kernel, a block size) as want says. */
 static void plan_case(group *g, const cfg *c, const char *what, int want) {
     run_case(g, c);
     if (g_fake || (g_quick && !quick_keeps(g, c))) return;

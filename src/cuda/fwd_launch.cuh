@@ -257,16 +257,17 @@ static fc_status resident_per_sm(K kernel, int bytes, int *n) {
     return FC_OK;
 }
 
+// Whether p's scores are plain: no ALiBi, sinks, rotary or softcap, a positive scale (what the plain kernel computes).
+static inline bool wg_plain_scores(const fc_problem *p) {
+    return !(p->alibi || p->sinks || p->rotary_cos || p->softcap > 0.0f || !(p->scale > 0.0f));
+}
+
 // Whether the plain kernel (fwd_wgmma.cuh wg_plain) runs p: Q, K, V dense by TMA with no length to check (solo), O by
 // TMA, plain scores (no softcap, a positive scale), no ALiBi, sinks or rotary, bf16 / fp16, and a key block in every
 // tile (keys, no left window, and a right one, causal, only where every row sees key 0), as every call of the
 // prefill table is; and no longer than the config's PLAIN_KEYS (1k by default, where the tiles' edges, the fetch stalls
 // it is for, weigh; every length on d 96 and d 128, 8k on d 256: PERF.md steps 193, 194, 198).
 // (Only for a C with C::HAS_PLAIN: its callers ask that first.)
-// Whether p's scores are plain: no ALiBi, sinks, rotary or softcap, a positive scale (what the plain kernel computes).
-static inline bool wg_plain_scores(const fc_problem *p) {
-    return !(p->alibi || p->sinks || p->rotary_cos || p->softcap > 0.0f || !(p->scale > 0.0f));
-}
 template <class C>
 static inline bool wg_plain_call(const fc_problem *p, const wg_tma &tm) {
     if (!tm.solo || tm.o_kind != WG_TMA_DENSE || p->s_k > C::PLAIN_KEYS || !wg_plain_scores(p)) return false;

@@ -61,7 +61,7 @@
 template <int D, int DV, bool FP8 = false, int V = 0> struct wg_shape {
     static constexpr int BN = 128, QBUF = 2;      // d 128: 32 + 2 x 64 KB
     static constexpr bool LAZY = D >= 128, O_TMA = true, Q_REGS = true; // (Q_REGS: PERF.md step 196)
-    static constexpr int PLAIN_KEYS = 1 << 30;    // d 128 every length (2k-4k +1.1..+4.0%, 8k / 16k +9.7 / +2.6%: steps 198, 201)
+    static constexpr int PLAIN_KEYS = 1 << 30;    // d 128: every length (2k-16k +1..+10%: steps 198, 201)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216; // the producer spills at 56
 };
 // d 128's long non-causal dense calls that the plain kernel does not take (ALiBi, sinks, softcap, rotary; on plain ones
@@ -254,8 +254,8 @@ struct wg_cfg {
 // the code a tile runs is only what such calls need. Where the tiles are short their edges stalled on instruction
 // fetch six to seven times as long as cuDNN's kernel (ncu no_instruction 0.61 against 0.08 at d 128 512; PERF.md step 190):
 // 512 / 1k +0.6..+5.1%. On longer tiles the block loops set the time, and ptxas schedules the same loop code
-// differently in the two kernels: the plain one is faster at every length on d 96 and on d 128's 128-key blocks (step 198), to 8k on d 256's 80-key blocks, up
-// to 5% slower past 1k on d 192 and d 64 (PERF.md steps 193, 194). So each shape says up to how many keys its plain
+// differently in the two kernels: the plain one is faster at every length on d 96 and on d 128's 128-key blocks
+// (steps 198, 201), to 8k on d 256's 80-key blocks, up to 5% slower past 1k on d 192 and d 64 (steps 193, 194). So each shape says up to how many keys its plain
 // kernel runs (wg_shape's PLAIN_KEYS, 1k by default; the host's wg_plain_call), and the shapes used only past 1k keys
 // and d 192v128's (-0.9 / -2.0% at 512 / 1k) have none.
 // With Q_REGS its producer takes 40 registers and the consumers 232 (at 24 / 240 the producer's walk spilled, at the
