@@ -459,7 +459,8 @@ template <int D, int DV> static inline bool wg_second_config(const fc_problem *p
     // suit only its one-thread TMA walk, wg_tma's solo), but for plain scores, where the 128-key plain kernel leads
     // (8k / 16k +9.7 / +2.6%, step 201)
     if (D == 128)
-        return !wg_masked(*p) && p->s_k > 4096 && p->kv_layout == FC_KV_DENSE && wg_plain_lengths(p) && !wg_plain_scores(p);
+        return !wg_masked(*p) && p->s_k > 4096 && p->kv_layout == FC_KV_DENSE && wg_plain_lengths(p) &&
+               !wg_plain_scores(p);
     return wg_masked(*p) && p->s_k <= 1024; // d 64
 }
 // The third (wg_shape V = 2), d 64 only: three serial warpgroups for masked calls of 1k-2k keys (those up to 1k take

@@ -255,9 +255,9 @@ struct wg_cfg {
 // fetch six to seven times as long as cuDNN's kernel (ncu no_instruction 0.61 against 0.08 at d 128 512; PERF.md step 190):
 // 512 / 1k +0.6..+5.1%. On longer tiles the block loops set the time, and ptxas schedules the same loop code
 // differently in the two kernels: the plain one is faster at every length on d 96 and on d 128's 128-key blocks
-// (steps 198, 201), to 8k on d 256's 80-key blocks, up to 5% slower past 1k on d 192 and d 64 (steps 193, 194). So each shape says up to how many keys its plain
-// kernel runs (wg_shape's PLAIN_KEYS, 1k by default; the host's wg_plain_call), and the shapes used only past 1k keys
-// and d 192v128's (-0.9 / -2.0% at 512 / 1k) have none.
+// (steps 198, 201), to 8k on d 256's 80-key blocks, up to 5% slower past 1k on d 192 and d 64 (steps 193, 194). So
+// each shape says up to how many keys its plain kernel runs (wg_shape's PLAIN_KEYS, 1k by default; the host's
+// wg_plain_call), and the shapes used only past 1k keys and d 192v128's (-0.9 / -2.0% at 512 / 1k) have none.
 // With Q_REGS its producer takes 40 registers and the consumers 232 (at 24 / 240 the producer's walk spilled, at the
 // consumers' 216 ptxas serialised the wgmmas for want of registers).
 template <class C> struct wg_plain : C {
