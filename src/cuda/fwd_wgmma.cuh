@@ -1103,13 +1103,14 @@ __device__ __forceinline__ void wg_finish_rows(const fc_problem &p, const fwd_ti
     int lane = threadIdx.x % 32;
 #pragma unroll
     for (int k = 0; k < 2; k++) {
-        float sum, lse = softmax_finish<true>(w.st[k], &sum);
-        w.inv[k] = sum > 0.0f ? __fdividef(1.0f, sum) : 0.0f; // (O rounded to T next: 2 ulp of fp32 do not show)
+        float sum = quad_sum(w.st[k].l);
+        w.inv[k] = sum > 0.0f ? fast_rcp(sum) : 0.0f; // (O rounded to T next: 2 ulp of fp32 do not show)
         int pm = t.m0 + slot_row<C>(k);
-        // (pm < 0: tm.shift's rows before the sequence; the host's divisor: a division here was ~30 instructions)
+        // (pm < 0: tm.shift's rows before the sequence; the host's divisor: a division here was ~30 instructions; the
+        // log only where an LSE is stored: ptxas computed it ahead of the test, on the epilogue's chain, PERF.md step 202)
         if (p.lse && lane % 4 == 0 && pm >= 0 && pm < t.packed_rows) {
             int r = (int)div_of(pm, tm.group);
-            store_lse(p, t, r, t.hk * t.group + pm - r * t.group, lse);
+            store_lse(p, t, r, t.hk * t.group + pm - r * t.group, softmax_lse<true>(w.st[k], sum));
         }
     }
 }

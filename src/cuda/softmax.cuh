@@ -83,13 +83,18 @@ __device__ __forceinline__ float softmax_update(row_softmax &st, float (*s)[4], 
     return softmax_exp<NF, DEAD_ZERO>(st, s, half, softmax_max<NF, LAZY>(st, s, half, mul, live), mul, live);
 }
 
-// Final row sum and natural-log lse; 0 sum (nothing visible, no sink) gives lse = -inf. FAST: log2 by the SFU
-// (MUFU.LG2, absolute error ~1e-7 here: sum >= 1, the max key's own term) instead of log2f's ~20 dependent
+// A row's natural-log lse from its final sum; 0 sum (nothing visible, no sink) gives -inf. FAST: log2 by the SFU
+// alone (fast_log2: absolute error ~1e-7 here, sum >= 1, the max key's own term) instead of log2f's ~20 dependent
 // instructions, where the sum is on a tile's critical path (the wgmma prefill's epilogue).
 template <bool FAST = false>
+__device__ __forceinline__ float softmax_lse(const row_softmax &st, float sum) {
+    if (sum == 0.0f) return -INFINITY;
+    return (st.m + (FAST ? fast_log2(sum) : log2f(sum))) * 0.6931471805599453f;
+}
+
+// Final row sum (across the row's four lanes) and its lse.
 __device__ __forceinline__ float softmax_finish(const row_softmax &st, float *sum_out) {
     float sum = quad_sum(st.l);
     *sum_out = sum;
-    if (sum == 0.0f) return -INFINITY;
-    return (st.m + (FAST ? __log2f(sum) : log2f(sum))) * 0.6931471805599453f;
+    return softmax_lse(st, sum);
 }

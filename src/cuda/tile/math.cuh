@@ -9,6 +9,20 @@ __device__ __forceinline__ float fast_exp2(float x) {
     return y;
 }
 
+// log2 and 1 / x on the SFU alone (lg2 / rcp .approx.ftz): none of __log2f's and __fdividef's range fix-ups around
+// them (a compare, a scale by 2^24 and its undoing: ~6 instructions each), for x in the normal range (a softmax
+// row's sum: 0 is handled before, else at least 1, its largest key's own term). About 2 ulp.
+__device__ __forceinline__ float fast_log2(float x) {
+    float y;
+    asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float fast_rcp(float x) {
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 // tanh on the SFU (tanh.approx, sm_75+), max relative error about 2^-11.
 __device__ __forceinline__ float fast_tanh(float x) {
     float y;
