@@ -835,6 +835,13 @@ __device__ __forceinline__ void wg_release(uint64_t *empty) {
     if (threadIdx.x % 32 == 0) mbar_arrive(empty);
 }
 
+// A buffer the warpgroup's O went out of by TMA store (wg_store_tma) given back once the store has read it: thread 0
+// waits for that, then its warp arrives with the others.
+__device__ __forceinline__ void wg_release_stored(uint64_t *empty) {
+    if (threadIdx.x % 128 == 0) tma_store_wait_read();
+    wg_release(empty); // warp 0 of the warpgroup only after its thread 0 saw the boxes read
+}
+
 // Wait for a buffer's copies, then order them (generic proxy: cp.async) before wgmma's reads (async proxy). TMA's
 // writes need no fence (the barrier's completion makes them visible to wgmma), so the serial kernel fed by TMA alone
 // skips it (sm.fence: a few hundred cycles a block off its chain, PERF.md step 171); the overlapped kernels keep it
@@ -961,7 +968,7 @@ enum { WG_BAR_K_FREE = 5, WG_BAR_V_FREE = 6 };
 // warpgroup's turn, softmax, P.
 template <class C, bool MASK, bool PLAIN>
 __device__ __forceinline__ void wg_first(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq,
-                                         int pos, int it, wg_regs<C> &w) {
+                                         int pos, int it, uint64_t *stored, wg_regs<C> &w) {
     int g = pos + it, cur = g % C::STAGES, wg = threadIdx.x / 128;
     float rescale[2];
     if constexpr (C::Q_REGS) wg_load_qa<C>(sq, w.qa);
@@ -969,6 +976,7 @@ __device__ __forceinline__ void wg_first(const score_consts &sc, const fwd_tile 
     wg_turn_wait(wg);
     wg_qk<C>(sq, w.qa, sm.stages + cur * C::STAGE_BYTES, &w.s[0][0][0]);
     wg_turn_pass<C>(wg);
+    if (stored) wg_release_stored(stored); // (under the S: wg_consume)
     wgmma_wait<0>();
     wgmma_hold<C::BN / 2>(&w.s[0][0][0]);
     if (!wg_holds_k<C>(t, it)) wg_release(&sm.k_empty[cur]);
@@ -1180,13 +1188,13 @@ __device__ __forceinline__ int wg_blocks_unseen(const fc_problem &p, const fwd_t
 // one mask choice each; rows r_lo .. r_hi - 1 decide which need a mask.
 template <class C, bool PLAIN>
 __device__ __forceinline__ void wg_run_blocks(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq,
-                                              int pos, int r_lo, int r_hi, wg_regs<C> &w) {
+                                              int pos, int r_lo, int r_hi, uint64_t *stored, wg_regs<C> &w) {
     int n_blocks = t.n_hi - t.n_lo;
     auto masked = [&](int it) { return block_needs_mask(sc, r_lo, r_hi, (t.n_hi - 1 - it) * C::BN, C::BN); };
     if (masked(0))
-        wg_first<C, true, PLAIN>(sc, t, sm, sq, pos, 0, w);
+        wg_first<C, true, PLAIN>(sc, t, sm, sq, pos, 0, stored, w);
     else
-        wg_first<C, false, PLAIN>(sc, t, sm, sq, pos, 0, w);
+        wg_first<C, false, PLAIN>(sc, t, sm, sq, pos, 0, stored, w);
     int it = 1;
 #pragma unroll 1
     for (; it < n_blocks && masked(it); it++) wg_step<C, true, PLAIN>(sc, t, sm, sq, pos, it, w);
@@ -1202,8 +1210,9 @@ __device__ __forceinline__ void wg_run_blocks(const score_consts &sc, const fwd_
 // copy of the block's code, half the instructions the warps fetch; PERF.md step 157).
 template <class C, bool PLAIN>
 __device__ __forceinline__ void wg_run_serial(const score_consts &sc, const fwd_tile &t, const wg_smem &sm, const char *sq,
-                                              int pos, int r_lo, int r_hi, wg_regs<C> &w) {
+                                              int pos, int r_lo, int r_hi, uint64_t *stored, wg_regs<C> &w) {
     wg_serial_s<C>(sm, sq, pos, w); // (each block issues the next one's S behind its PV)
+    if (stored) wg_release_stored(stored); // (under the S: wg_consume)
 #pragma unroll 1
     for (int it = 0; it < t.n_hi - t.n_lo; it++) {
         bool mask = block_needs_mask(sc, r_lo, r_hi, (t.n_hi - 1 - it) * C::BN, C::BN);
@@ -1216,18 +1225,18 @@ __device__ __forceinline__ void wg_run_serial(const score_consts &sc, const fwd_
 template <class C, bool PLAIN>
 __device__ __forceinline__ void wg_blocks(const fc_problem &p, const score_consts &sc, const fwd_tile &t, const wg_smem &sm,
                                           const wg_tma &tm, const char *sq, uint64_t *q_empty, int pos, int uses, int skip,
-                                          int r_lo, int r_hi, wg_regs<C> &w) {
+                                          int r_lo, int r_hi, uint64_t *stored, wg_regs<C> &w) {
 #pragma unroll 1
     for (int it = 0; it < skip; it++) wg_skip<C>(sm, pos + it);
     fwd_tile u = t; // the warpgroup's blocks
     u.n_hi = t.n_hi - skip;
     if constexpr (C::SERIAL) {
-        wg_run_serial<C, PLAIN>(sc, u, sm, sq, pos + skip, r_lo, r_hi, w);
+        wg_run_serial<C, PLAIN>(sc, u, sm, sq, pos + skip, r_lo, r_hi, stored, w);
         bool o_tma = wg_o_by_tma<C>(tm);
         if (!o_tma) wg_release(q_empty); // (else the epilogue stores O through Q's buffer: wg_store_tma gives it back)
         if (wg_finish_early<C>() && o_tma) wg_finish_rows<C>(p, t, tm, w);
     } else {
-        wg_run_blocks<C, PLAIN>(sc, u, sm, sq, pos + skip, r_lo, r_hi, w);
+        wg_run_blocks<C, PLAIN>(sc, u, sm, sq, pos + skip, r_lo, r_hi, stored, w);
         wg_last<C>(p, t, tm, sm, q_empty, pos + t.n_hi - t.n_lo - 1, uses, u.n_hi - t.n_lo == 1, w);
     }
 }
@@ -1237,14 +1246,9 @@ __device__ __forceinline__ void wg_blocks(const fc_problem &p, const score_const
 // own rows of the tile's Q buffer (its last S is in; the layout the Q boxes came in) or, O_STAGE, of the last
 // block's stage (g 0: its K part once warpgroup 1's last S is in;
 // g 1: its V part once warpgroup 0's last PV is done: 64-row boxes), then one thread stores them, DV / 64
-// boxes. The buffer goes back once they are read (wg_release_stored, *stored: the barrier to arrive on then), at
-// the start of the warpgroup's next tile, so that the read's ~1k cycles pass under the tile's setup instead of
-// holding warp 0 (and with it the next tile's first wgmma, which waits for all four warps; PERF.md step 71).
+// boxes. The buffer goes back once they are read (wg_release_stored, *stored: the barrier to arrive on then), under
+// the warpgroup's next tile's first S (wg_consume).
 // store_rows' four-byte stores from registers took 3-16k cycles a tile under the K/V stream (step 58).
-__device__ __forceinline__ void wg_release_stored(uint64_t *empty) {
-    if (threadIdx.x % 128 == 0) tma_store_wait_read();
-    wg_release(empty); // warp 0 of the warpgroup only after its thread 0 saw the boxes read
-}
 
 template <class C>
 __device__ __forceinline__ void wg_store_tma(const fc_problem &p, const fwd_tile &t, const wg_tma &tm, wg_regs<C> &w,
@@ -1330,12 +1334,12 @@ __device__ __forceinline__ const char *wg_tile_q(const fc_problem &p, const fwd_
 template <class C>
 __device__ __forceinline__ void wg_tile_blocks(const fc_problem &p, const fwd_tile &t, const wg_smem &sm, const wg_tma &tm,
                                                const wg_tile_state &ts, const char *sq, int k, int uses, int pos,
-                                               wg_regs<C> &w) {
+                                               uint64_t *stored, wg_regs<C> &w) {
     uint64_t *q_empty = &sm.q_empty[k % C::QBUF];
     if (C::PLAIN || plain_scores<C::FP8>(p, ts.sc))
-        wg_blocks<C, true>(p, ts.sc, t, sm, tm, sq, q_empty, pos, uses, ts.skip, ts.r_lo, ts.r_hi, w);
+        wg_blocks<C, true>(p, ts.sc, t, sm, tm, sq, q_empty, pos, uses, ts.skip, ts.r_lo, ts.r_hi, stored, w);
     else
-        wg_blocks<C, false>(p, ts.sc, t, sm, tm, sq, q_empty, pos, uses, ts.skip, ts.r_lo, ts.r_hi, w);
+        wg_blocks<C, false>(p, ts.sc, t, sm, tm, sq, q_empty, pos, uses, ts.skip, ts.r_lo, ts.r_hi, stored, w);
 }
 
 // Tile t's epilogue: O by TMA store (stored: the barrier of the buffer it goes through, given back once read) or
@@ -1356,9 +1360,13 @@ __device__ __forceinline__ void wg_tile_epilogue(const fc_problem &p, const fwd_
 }
 
 // The consumers' walk of the CTA's tiles: each tile's setup, Q, key blocks and epilogue. stored: the barrier of the
-// buffer (Q's, or O_STAGE a stage's part) whose O the previous tile stored by TMA, given back at the start of the next
-// tile once read (its read's ~1k cycles pass under the setup: PERF.md step 71). (Chaining the tiles, the next tile's
-// first S issued before the epilogue, measured 4-10% slower: PERF.md step 109.)
+// buffer (Q's, or O_STAGE a stage's part) whose O the previous tile stored by TMA, given back once read, right after
+// the next tile's first S is issued (wg_first, wg_run_serial): thread 0's wait for the store's read (~1k cycles from
+// the store, PERF.md step 71) then runs beside that S instead of holding warp 0, and with it the S, which waits for all
+// four warps (step 203). Only where O went through Q's buffer (two of them: wg_cfg's O_TMA rule), which the next
+// tile's Q does not use; O through a stage (O_STAGE) goes back at the tile's start as before, since a warpgroup's
+// skipped blocks (wg_skip) wait for stages before its first S. (Chaining the tiles, the next tile's first S issued
+// before the epilogue, measured 4-10% slower: PERF.md step 109.)
 template <class C, bool P>
 __device__ __forceinline__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
     int pos = 0, uses0 = 0, uses1 = 0; // tiles through Q buffers 0 and 1
@@ -1380,9 +1388,16 @@ __device__ __forceinline__ void wg_consume(const fc_problem &p, fc_split_ws ws, 
         int uses = k % C::QBUF ? uses1 : uses0;
         wg_regs<C> w;
         wg_tile_state ts = wg_tile_setup<C, P>(p, t, tm, w);
-        if (stored) wg_release_stored(stored);
+        uint64_t *prev = stored; // (given back under this tile's first S)
         stored = nullptr;
-        if (t.n_hi > t.n_lo) wg_tile_blocks<C>(p, t, sm, tm, ts, wg_tile_q<C>(p, t, sm, k, uses), k, uses, pos, w);
+        if (C::O_STAGE && prev) { // (its stage may be the next block's of a warpgroup that skips it, wg_skip: back now)
+            wg_release_stored(prev);
+            prev = nullptr;
+        }
+        if (t.n_hi > t.n_lo)
+            wg_tile_blocks<C>(p, t, sm, tm, ts, wg_tile_q<C>(p, t, sm, k, uses), k, uses, pos, prev, w);
+        else if (prev)
+            wg_release_stored(prev);
         wg_tile_epilogue<C>(p, t, ws, sm, tm, ts, k, uses, pos, w, stored);
         if (t.n_hi > t.n_lo) (k % C::QBUF ? uses1 : uses0)++; // the producer loads Q only for tiles with key blocks
         pos += t.n_hi - t.n_lo;
