@@ -61,6 +61,7 @@
 template <int D, int DV, bool FP8 = false, int V = 0> struct wg_shape {
     static constexpr int BN = 128, QBUF = 2;      // d 128: 32 + 2 x 64 KB
     static constexpr bool LAZY = D >= 128, O_TMA = true, Q_REGS = true; // (Q_REGS: PERF.md step 196)
+    static constexpr bool O_LATE = true;          // (causal 512 / 1k +1.0 / +2.0%, step 203)
     static constexpr int PLAIN_KEYS = 1 << 30;    // d 128: every length (2k-16k +1..+10%: steps 198, 201)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216; // the producer spills at 56
 };
@@ -121,6 +122,7 @@ template <> struct wg_shape<256, 256, true> {  // 128-key blocks (FlashAttention
 template <> struct wg_shape<96, 96> {
     static constexpr int BN = 128, QBUF = 2;      // d 128's tiles (its 128-byte rows, features 96-127 never read)
     static constexpr bool LAZY = true, O_TMA = true, Q_REGS = true; // (Q_REGS: PERF.md step 196)
+    static constexpr bool O_LATE = true;          // (512 / 1k +1.1..+3.2%, step 203)
     static constexpr int PLAIN_KEYS = 1 << 30;    // every length: 2k-16k +0.6..+4.0% (PERF.md step 194)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
@@ -137,7 +139,7 @@ template <> struct wg_shape<192, 192> {
 };
 template <> struct wg_shape<192, 192, false, 1> { // paged K/V of 64-key multiples (TMA pages) and short masked calls
     static constexpr int BN = 64, QBUF = 2;       // 2 x 48 KB Q + 2 x (24 + 24) KB K/V
-    static constexpr bool LAZY = true, O_TMA = true, LATE_FINISH = true;
+    static constexpr bool LAZY = true, O_TMA = true, LATE_FINISH = true, O_LATE = true; // (causal 512 +1.0%, step 203)
     static constexpr int CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
 };
 template <> struct wg_shape<256, 256> {
@@ -162,6 +164,8 @@ template <class S> constexpr auto wg_q_regs_of(int) -> decltype(S::Q_REGS) { ret
 template <class S> constexpr bool wg_q_regs_of(long) { return false; }
 template <class S> constexpr auto wg_serial_of(int) -> decltype(S::SERIAL) { return S::SERIAL; }
 template <class S> constexpr bool wg_serial_of(long) { return false; }
+template <class S> constexpr auto wg_o_late_of(int) -> decltype(S::O_LATE) { return S::O_LATE; }
+template <class S> constexpr bool wg_o_late_of(long) { return false; }
 // PLAIN_KEYS: the most keys of a call that the shape's kernel for plain calls runs (wg_plain; 0: it has none), 1k
 // where it does not say
 template <class S> constexpr auto wg_plain_keys_of(int) -> decltype(S::PLAIN_KEYS) { return S::PLAIN_KEYS; }
@@ -201,6 +205,10 @@ struct wg_cfg {
     // O by TMA store through the tile's last K/V stage, not its Q buffer (wg_store_tma): with one Q buffer, the next
     // tile's Q then loads under the last PV and the epilogue instead of after the store has read O (PERF.md step 103).
     static constexpr bool O_STAGE = QBUF == 1 && CONSUMERS == 2 && !FP8;
+    // The previous tile's O buffer (Q's) given back under the tile's first S, not at its start (wg_consume), where a
+    // shape says O_LATE: d 96, d 128's 128-key blocks, d 192's 64-key ones (+1..+3% at 512 / 1k); d 64's three and
+    // two warpgroups lost up to 3.4% (PERF.md step 203). Not through a stage (O_STAGE: wg_skip may wait for it first).
+    static constexpr bool O_LATE = wg_o_late_of<shape>(0) && !O_STAGE;
     // Each warpgroup skips the key blocks its own rows cannot see (wg_blocks_unseen) where a causal tile has
     // such blocks: blocks under 128 keys (d 192, 256: the first warpgroup's last block; +2-7% causal 512-2k).
     // With 128-key blocks and two warpgroups both end in the tile's last block, and the check alone cost 1.5-4%
@@ -1246,8 +1254,8 @@ __device__ __forceinline__ void wg_blocks(const fc_problem &p, const score_const
 // own rows of the tile's Q buffer (its last S is in; the layout the Q boxes came in) or, O_STAGE, of the last
 // block's stage (g 0: its K part once warpgroup 1's last S is in;
 // g 1: its V part once warpgroup 0's last PV is done: 64-row boxes), then one thread stores them, DV / 64
-// boxes. The buffer goes back once they are read (wg_release_stored, *stored: the barrier to arrive on then), under
-// the warpgroup's next tile's first S (wg_consume).
+// boxes. The buffer goes back once they are read (wg_release_stored, *stored: the barrier to arrive on then), at
+// the warpgroup's next tile's start or under its first S (O_LATE; wg_consume).
 // store_rows' four-byte stores from registers took 3-16k cycles a tile under the K/V stream (step 58).
 
 template <class C>
@@ -1360,13 +1368,11 @@ __device__ __forceinline__ void wg_tile_epilogue(const fc_problem &p, const fwd_
 }
 
 // The consumers' walk of the CTA's tiles: each tile's setup, Q, key blocks and epilogue. stored: the barrier of the
-// buffer (Q's, or O_STAGE a stage's part) whose O the previous tile stored by TMA, given back once read, right after
-// the next tile's first S is issued (wg_first, wg_run_serial): thread 0's wait for the store's read (~1k cycles from
-// the store, PERF.md step 71) then runs beside that S instead of holding warp 0, and with it the S, which waits for all
-// four warps (step 203). Only where O went through Q's buffer (two of them: wg_cfg's O_TMA rule), which the next
-// tile's Q does not use; O through a stage (O_STAGE) goes back at the tile's start as before, since a warpgroup's
-// skipped blocks (wg_skip) wait for stages before its first S. (Chaining the tiles, the next tile's first S issued
-// before the epilogue, measured 4-10% slower: PERF.md step 109.)
+// buffer (Q's, or O_STAGE a stage's part) whose O the previous tile stored by TMA, given back once read: at the next
+// tile's start, or where C::O_LATE right after its first S is issued (wg_first, wg_run_serial), so that thread 0's wait
+// for the store's read (~1k cycles from the store, PERF.md step 71) runs beside that S instead of holding warp 0, and
+// with it the S, which waits for all four warps (step 203; the next tile's Q is in the other buffer). (Chaining the
+// tiles, the next tile's first S issued before the epilogue, measured 4-10% slower: PERF.md step 109.)
 template <class C, bool P>
 __device__ __forceinline__ void wg_consume(const fc_problem &p, fc_split_ws ws, const wg_smem &sm, const wg_tma &tm) {
     int pos = 0, uses0 = 0, uses1 = 0; // tiles through Q buffers 0 and 1
@@ -1390,7 +1396,7 @@ __device__ __forceinline__ void wg_consume(const fc_problem &p, fc_split_ws ws, 
         wg_tile_state ts = wg_tile_setup<C, P>(p, t, tm, w);
         uint64_t *prev = stored; // (given back under this tile's first S)
         stored = nullptr;
-        if (C::O_STAGE && prev) { // (its stage may be the next block's of a warpgroup that skips it, wg_skip: back now)
+        if (!C::O_LATE && prev) { // (O_STAGE: its stage may be the next block's of a warpgroup that skips it, wg_skip)
             wg_release_stored(prev);
             prev = nullptr;
         }
