@@ -117,33 +117,46 @@ def capture_graph(run):
     return g
 
 
-def time_pass(calls, samples, warmup, use_graph):
-    """Median ms of one call: events around one pass over calls (one per input set), / len(calls).
-    Returns (ms, mode) with mode 'graph' or 'eager'."""
+def timed_fn(calls, use_graph):
+    """(fn, mode): one pass over calls (one per input set) as a CUDA graph replay where capture works, else eager."""
     def run():
         for c in calls:
             c()
 
-    mode, fn = "eager", run
     if use_graph:
         try:
-            g = capture_graph(run)
-            mode, fn = "graph", g.replay
+            return capture_graph(run).replay, "graph"
         except Exception:
             torch.cuda.synchronize()
-    for _ in range(warmup):
-        fn()
+    return run, "eager"
+
+
+def time_passes(call_lists, samples, warmup, use_graph):
+    """Median ms of one call for each list of calls: events around one pass over a list, / its length. The lists take
+    turns sample by sample (the order rotated each sample), so that all of them see the same clock and power state
+    (a long cell at the power cap reads two-valued over seconds: PERF.md step 204). Returns [(ms, mode)]."""
+    fns = [timed_fn(calls, use_graph) for calls in call_lists]
+    for fn, _ in fns:
+        for _ in range(warmup):
+            fn()
     torch.cuda.synchronize()
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(samples):
-        torch.cuda._sleep(200_000)  # ~0.1 ms of GPU busy-wait: the launch below is queued before e0 runs,
-        e0.record()                 # so the CPU's launch latency stays out of the timed window
-        fn()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) / len(calls))
-    return statistics.median(times), mode
+    times = [[] for _ in fns]
+    for i in range(samples):
+        for j in range(len(fns)):
+            k = (i + j) % len(fns)
+            torch.cuda._sleep(200_000)  # ~0.1 ms of GPU busy-wait: the launch below is queued before e0 runs,
+            e0.record()                 # so the CPU's launch latency stays out of the timed window
+            fns[k][0]()
+            e1.record()
+            e1.synchronize()
+            times[k].append(e0.elapsed_time(e1) / len(call_lists[k]))
+    return [(statistics.median(t), fn[1]) for t, fn in zip(times, fns)]
+
+
+def time_pass(calls, samples, warmup, use_graph):
+    """Median ms of one call over one list of calls (time_passes): (ms, mode) with mode 'graph' or 'eager'."""
+    return time_passes([calls], samples, warmup, use_graph)[0]
 
 
 def read_ceiling(gib=4.0):
@@ -301,9 +314,9 @@ def run_prefill(name, p, args, l2, gen):
 
 def measure(row, args, flashc_calls, torch_calls, torch_modes):
     """Fills row['flashc'], row['cudnn'], row['flash'] with ms, mode and error; and the max difference
-    of flashc's output from torch's. Each implementation is timed --rounds times, the order reversed every
-    round, and keeps its fastest median: on a shape that follows a large one in the same process, whichever
-    implementation is timed first can read up to 17% slow for a few passes (PERF.md step 128)."""
+    of flashc's output from torch's. The implementations that run are timed together (time_passes: turns sample
+    by sample) --rounds times, each keeping its fastest median (PERF.md step 204: timed one after another, d 128 8k
+    read flashc / cuDNN 0.95 and 1.13 in two runs a minute apart, each implementation seeing its own power state)."""
     outs, timed = {}, []
     impls = [("flashc", flashc_calls, ["-"]),
              ("cudnn", torch_calls(SDPBackend.CUDNN_ATTENTION), torch_modes),
@@ -319,7 +332,6 @@ def measure(row, args, flashc_calls, torch_calls, torch_modes):
                 calls, mode, out = first_working(make, modes)
                 outs[key] = out.transpose(1, 2) if key != "flashc" else out  # torch gives (b, h, s, d)
                 res["gqa"] = mode if key != "flashc" else None
-                res["ms"], res["mode"] = time_pass(calls, args.samples, args.warmup, not args.eager)
                 timed.append((res, calls))
             except FlashcError as e:
                 res["error"] = "FlashcError: %s" % e
@@ -327,10 +339,12 @@ def measure(row, args, flashc_calls, torch_calls, torch_modes):
                 res["error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
         row[key] = res
         torch.cuda.synchronize()
-    for r in range(1, args.rounds):
-        for res, calls in (timed[::-1] if r % 2 else timed):
-            ms, _ = time_pass(calls, args.samples, args.warmup, not args.eager)
-            res["ms"] = min(res["ms"], ms)
+    for r in range(args.rounds):
+        if not timed:
+            break
+        for (res, _), (ms, mode) in zip(timed, time_passes([c for _, c in timed], args.samples, args.warmup,
+                                                           not args.eager)):
+            res["ms"], res["mode"] = (ms if res["ms"] is None else min(res["ms"], ms)), mode
     ref = outs.get("flash", outs.get("cudnn"))
     if "flashc" in outs and ref is not None:
         row["max_abs_diff_vs_torch"] = (outs["flashc"].float() - ref.float()).abs().max().item()
