@@ -315,8 +315,10 @@ def run_prefill(name, p, args, l2, gen):
 def measure(row, args, flashc_calls, torch_calls, torch_modes):
     """Fills row['flashc'], row['cudnn'], row['flash'] with ms, mode and error; and the max difference
     of flashc's output from torch's. The implementations that run are timed together (time_passes: turns sample
-    by sample) --rounds times, each keeping its fastest median (PERF.md step 204: timed one after another, d 128 8k
-    read flashc / cuDNN 0.95 and 1.13 in two runs a minute apart, each implementation seeing its own power state)."""
+    by sample) --rounds times, each keeping its fastest median. Timed one after another, each saw its own state
+    (PERF.md step 204): the power cap's, where d 128 8k prefill read flashc / cuDNN 0.95 and 1.13 in two runs a minute
+    apart; and the L2's, where flashc's decode read up to 5% faster after its own pass than after a torch kernel (as
+    a serving engine runs it: after other kernels) while cuDNN's did not move."""
     outs, timed = {}, []
     impls = [("flashc", flashc_calls, ["-"]),
              ("cudnn", torch_calls(SDPBackend.CUDNN_ATTENTION), torch_modes),
@@ -469,7 +471,7 @@ def main():
     ap.add_argument("--kv-dense", action="store_true",
                     help="decode: flashc reads the dense K/V that torch reads (no page table) instead of the paged cache")
     ap.add_argument("--rounds", type=int, default=2,
-                    help="time each implementation N times, the order reversed each round; keep its fastest median")
+                    help="time the implementations N times, in turns sample by sample; each keeps its fastest median")
     ap.add_argument("--kv-fp8", action="store_true",
                     help="decode: flashc reads an e4m3 cache (its GB/s count its own bytes; torch stays bf16)")
     ap.add_argument("--fp8", action="store_true",
