@@ -206,11 +206,28 @@ __device__ __forceinline__ void locate_rows(const fc_problem &p, const fwd_tile 
     }
 }
 
-// The row table of a block: element offsets of its rows in K and in V (-1: past the end); the page-table
-// entries checked here, where they are used (bad: FC_BAD_PAGE).
+// Rows a loader thread copies a chunk column of (load_kv): with CH chunks a row dividing the LOADERS threads, thread i
+// walks rows i / CH + STEP k, STEP = LOADERS / CH, and the row table keeps those rows side by side (row_slot), so
+// that its reads are wide and come before the copies, not one beside each (ptxas puts three idle LDS between a
+// shared load and each cp.async that follows it; PERF.md step 206). Other chunk counts: rows in order.
+template <class C, int CH> struct kv_walk {
+    static constexpr bool COLUMNS = C::LOADERS % CH == 0 && C::BN % (C::LOADERS / CH) == 0;
+    static constexpr int STEP = COLUMNS ? C::LOADERS / CH : 1, N = C::BN / STEP; // N: rows a thread
+    static_assert(!COLUMNS || 8 % STEP == 0 || STEP % 8 == 0, "load_kv's stage offsets repeat every 8 rows");
+    static_assert(!COLUMNS || N % 8 == 0 || N < 8, "load_kv reads a thread's row addresses eight at a time");
+};
+template <class C, int CH> __device__ __forceinline__ int row_slot(int r) {
+    typedef kv_walk<C, CH> W;
+    return W::COLUMNS ? r % W::STEP * W::N + r / W::STEP : r;
+}
+
+// The row table of a block: the address of each of its rows in K and in V (the tensor's base past the sequence's
+// end: load_kv copies only rows below the block's count), at row_slot; the page-table entries checked here, where
+// they are used (bad: FC_BAD_PAGE).
 template <class C>
 __device__ __forceinline__ void write_row_table(const fc_problem &p, const fwd_tile &t, const row_locs<C> &L, int64_t *rows,
                                                 int *bad) {
+    const char *kb = (const char *)p.k.data, *vb = (const char *)p.v.data;
 #pragma unroll
     for (int i = 0; i < row_locs<C>::R; i++) {
         int r = pipe_tid<C>() + i * C::LOADERS;
@@ -218,8 +235,10 @@ __device__ __forceinline__ void write_row_table(const fc_problem &p, const fwd_t
         fc_kv_loc l = {L.loc[i].outer, L.loc[i].row};
         bool valid = l.row >= 0;
         if (valid) l.outer = page_checked(p, l.outer, bad);
-        rows[r] = valid ? fc_kv_offset(&p.k, l) + t.hk * p.k.sh : -1;
-        rows[C::BN + r] = valid ? fc_kv_offset(&p.v, l) + t.hk * p.v.sh : -1;
+        const char *k = valid ? kb + (fc_kv_offset(&p.k, l) + t.hk * p.k.sh) * C::KB : kb;
+        const char *v = valid ? vb + (fc_kv_offset(&p.v, l) + t.hk * p.v.sh) * C::KB : vb;
+        rows[row_slot<C, C::DCH_KV>(r)] = (int64_t)(uintptr_t)k;
+        rows[C::BN + row_slot<C, C::DVCH_KV>(r)] = (int64_t)(uintptr_t)v;
     }
 }
 
@@ -230,31 +249,39 @@ __device__ __forceinline__ uint32_t swz_k8_offset(int row, int chunk, int chunks
     return (uint32_t)(row * chunks + (chunk ^ ((row & 1) << 2 | (row >> 1 & 3)))) * 16u;
 }
 
-// One block of BN rows x CH 16-byte chunks of K or V (the first `used` of them read), from the row table
-// (element offsets; C::KB bytes each), zero-filled past the end. When CH divides the thread count, each thread
-// keeps one chunk column (c = tid % CH) and walks rows tid / CH, + THREADS / CH, ...: a table read, an add
-// and the copy per chunk.
+// One block of BN rows x CH 16-byte chunks of K or V (the first `used` of them read) from the row table (row
+// addresses, row_slot), the rows from `valid_rows` on zero-filled. kv_walk's COLUMNS: each thread keeps one chunk
+// column (c = tid % CH) over its N rows; it reads their addresses eight at a time, then copies; the stage offsets
+// repeat every 8 rows but for a row multiple of 8 (both swizzles take row & 7), so the 8 / STEP of a thread's first
+// rows are computed once and the rest are constants. A table read, a 64-bit add, a compare and the copy per chunk.
 template <class C, int CH, int PITCH, bool K8 = false>
-__device__ __forceinline__ void load_kv(const void *base, const int64_t *rows, char *dst, int used) {
-    const char *src = (const char *)base;
+__device__ __forceinline__ void load_kv(const int64_t *rows, char *dst, int used, int valid_rows) {
+    typedef kv_walk<C, CH> W;
     auto offset = [](int r, int c) { return K8 ? swz_k8_offset(r, c, PITCH) : swz_offset(r, c, PITCH); };
-    if constexpr (C::LOADERS % CH == 0) {
-        constexpr int STEP = C::LOADERS / CH;
-        int c = pipe_tid<C>() % CH, r0 = pipe_tid<C>() / CH;
-        bool col = c < used;
+    if constexpr (W::COLUMNS) {
+        constexpr int P = W::STEP < 8 ? 8 / W::STEP : 1, B = W::N < 8 ? W::N : 8; // offsets' period; rows a batch
+        int c = pipe_tid<C>() % CH, r0 = pipe_tid<C>() / CH, left = c < used ? valid_rows - r0 : 0;
+        const int64_t *mine = rows + r0 * W::N;
+        char *first[P];
 #pragma unroll
-        for (int r = r0; r < C::BN; r += STEP) {
-            int64_t off = rows[r];
-            bool valid = off >= 0 && col;
-            cp_async_16(dst + offset(r, c), src + (valid ? off * C::KB + c * 16 : 0), valid);
+        for (int q = 0; q < P; q++) first[q] = dst + offset(r0 + W::STEP * q, c);
+#pragma unroll
+        for (int k0 = 0; k0 < W::N; k0 += B) {
+            int64_t at[B];
+#pragma unroll
+            for (int k = 0; k < B; k++) at[k] = mine[k0 + k];
+#pragma unroll
+            for (int k = 0; k < B; k++) {
+                int j = k0 + k; // row r0 + STEP j
+                cp_async_16(first[j % P] + (j / P) * 8 * PITCH * 16, (const char *)at[k] + c * 16, W::STEP * j < left);
+            }
         }
     } else {
 #pragma unroll 4
         for (int i = pipe_tid<C>(); i < C::BN * CH; i += C::LOADERS) {
             int row = i / CH, c = i % CH;
-            int64_t off = rows[row];
-            bool valid = off >= 0 && c < used;
-            cp_async_16(dst + offset(row, c), src + (valid ? off * C::KB + c * 16 : 0), valid);
+            bool valid = row < valid_rows && c < used;
+            cp_async_16(dst + offset(row, c), (const char *)rows[row] + (valid ? c * 16 : 0), valid);
         }
     }
 }
@@ -271,8 +298,9 @@ __device__ __forceinline__ void issue_block(const fc_problem &p, const fwd_tile 
         L = L2;
         locate_rows<C>(p, t, it + 2, n_blocks, L2); // page-table reads two blocks ahead, in flight meanwhile
         pipe_sync<C>();
-        load_kv<C, C::DCH_KV, C::DPITCH_KV, C::FP8>(p.k.data, rows, stage, p.d * C::KB / 16);
-        load_kv<C, C::DVCH_KV, C::DVPITCH_KV>(p.v.data, rows + C::BN, stage + C::KS_BYTES, p.d_v * C::KB / 16);
+        int valid_rows = t.s.s_k - (t.n_hi - 1 - it) * C::BN; // (rows past the sequence's end: zero-filled)
+        load_kv<C, C::DCH_KV, C::DPITCH_KV, C::FP8>(rows, stage, p.d * C::KB / 16, valid_rows);
+        load_kv<C, C::DVCH_KV, C::DVPITCH_KV>(rows + C::BN, stage + C::KS_BYTES, p.d_v * C::KB / 16, valid_rows);
     }
     cp_async_commit();
 }
